@@ -1,0 +1,62 @@
+"""Prometheus metrics of every component, defined once so dashboards and alerts have one source.
+
+Names are part of the operations contract (docs/operations.md lists them).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# --- server -------------------------------------------------------------------------------
+TOOL_CALLS = Counter("memory_mcp_tool_calls_total", "MCP tool calls by tool and outcome", ["tool", "outcome"])
+TOOL_DURATION = Histogram(
+    "memory_mcp_tool_duration_seconds", "MCP tool call latency", ["tool"], buckets=LATENCY_BUCKETS
+)
+HTTP_REQUESTS = Counter(
+    "memory_mcp_http_requests_total", "HTTP requests by route, method and status", ["route", "method", "status"]
+)
+HTTP_DURATION = Histogram(
+    "memory_mcp_http_request_duration_seconds", "HTTP request latency", ["route", "method"], buckets=LATENCY_BUCKETS
+)
+SEARCHES = Counter("memory_mcp_search_total", "Searches by the modes that ran", ["mode"])
+SEARCH_FALLBACKS = Counter(
+    "memory_mcp_search_fallbacks_total", "Searches that fell back to full text", ["reason"]
+)
+EMBEDDING_DURATION = Histogram(
+    "memory_mcp_embedding_duration_seconds",
+    "Time the server waited for embeddings",
+    ["backend"],
+    buckets=LATENCY_BUCKETS,
+)
+EMBEDDING_FAILURES = Counter("memory_mcp_embedding_failures_total", "Embedding calls that failed", ["backend"])
+SECRET_REFUSALS = Counter("memory_mcp_secret_refusals_total", "Writes refused as credentials", ["kind"])
+AUTH_FAILURES = Counter("memory_mcp_auth_failures_total", "Requests refused at authentication", ["reason"])
+DB_POOL_SIZE = Gauge("memory_mcp_db_pool_size", "Configured database connections in the pool")
+DB_POOL_IN_USE = Gauge("memory_mcp_db_pool_in_use", "Database connections checked out of the pool")
+MEMORIES_PENDING_EMBEDDING = Gauge(
+    "memory_mcp_memories_pending_embedding", "Memories saved without a vector, waiting for backfill"
+)
+
+# --- embedder -----------------------------------------------------------------------------
+EMBEDDER_BATCH_SIZE = Histogram(
+    "memory_mcp_embedder_batch_size",
+    "Sentences per forward pass",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+)
+EMBEDDER_QUEUE_WAIT = Histogram(
+    "memory_mcp_embedder_queue_wait_seconds", "Time a request waited for its batch", buckets=LATENCY_BUCKETS
+)
+EMBEDDER_ENCODE = Histogram(
+    "memory_mcp_embedder_encode_seconds", "Forward-pass time per batch", buckets=LATENCY_BUCKETS
+)
+EMBEDDER_QUEUE_DEPTH = Gauge("memory_mcp_embedder_queue_depth", "Sentences waiting to be embedded")
+EMBEDDER_REQUESTS = Counter("memory_mcp_embedder_requests_total", "Embedding requests by outcome", ["outcome"])
+
+# --- operator -----------------------------------------------------------------------------
+RECONCILES = Counter("memory_mcp_reconcile_total", "Reconciles by kind and outcome", ["kind", "outcome"])
+RECONCILE_ERRORS = Counter("memory_mcp_reconcile_errors_total", "Failed reconciles by kind and reason", ["kind", "reason"])
+RECONCILE_DURATION = Histogram(
+    "memory_mcp_reconcile_duration_seconds", "Reconcile latency", ["kind"], buckets=LATENCY_BUCKETS
+)

@@ -1,0 +1,81 @@
+"""The one settings object shared by every component (environment prefix ``MEMORY_MCP_``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """Per-user data folder: ``$XDG_DATA_HOME/memory-mcp`` or ``~/.local/share/memory-mcp``."""
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memory-mcp"
+
+
+class Settings(BaseSettings):
+    """Validated at start-up; every value can be set as ``MEMORY_MCP_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMORY_MCP_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    data_dir: Path = Field(default_factory=default_data_dir)
+    database_url: str | None = None
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+
+    # "local" embeds in-process; an http(s) URL points at the Ray Serve embedder.
+    embedder: str = "local"
+    embedder_url: str | None = None
+    embedding_model: str | None = None  # local SentenceTransformer path; default: packaged MiniLM
+    embedding_device: str = "cpu"
+    embedding_dim: int = Field(default=384, ge=1, le=4000)
+    embedder_max_batch: int = Field(default=64, ge=1, le=1024)
+    embedder_timeout_s: float = Field(default=10.0, gt=0)
+
+    # Search and versioning thresholds (defaults chosen by measurement, see docs/performance.md).
+    hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
+    rrf_k: int = Field(default=60, ge=1)
+    recency_weight: float = Field(default=0.002, ge=0)
+    supersede_threshold: float = Field(default=0.88, ge=0, le=1)
+    forget_threshold: float = Field(default=0.75, ge=0, le=1)
+    forget_margin: float = Field(default=0.05, ge=0, le=1)
+    profile_token_budget: int = Field(default=600, ge=50, le=20000)
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_json: bool = True
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalize_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if value.startswith("postgres://"):
+            value = "postgresql://" + value[len("postgres://") :]
+        if not value.startswith(("postgresql://", "postgresql+psycopg://")):
+            raise ValueError("database_url must start with postgresql:// or postgresql+psycopg://")
+        return value
+
+    @field_validator("embedder")
+    @classmethod
+    def _check_embedder(cls, value: str) -> str:
+        if value != "local" and not value.startswith(("http://", "https://")):
+            raise ValueError("embedder must be 'local' or an http(s):// URL of the embedding service")
+        return value
+
+    @property
+    def resolved_embedder_url(self) -> str | None:
+        """The remote embedder URL, if one is configured (``embedder_url`` wins over ``embedder``)."""
+        if self.embedder_url:
+            return self.embedder_url
+        return None if self.embedder == "local" else self.embedder
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
