@@ -1,0 +1,98 @@
+"""Connections, transactions scoped to spaces (row-level security), and start-up checks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from .errors import DatabaseSetupError, EmbeddingWidthMismatch
+
+# The row-level-security policies read this per-transaction setting: a comma-separated list of
+# space ids the current request may see. Unset or empty means no rows.
+SPACES_SETTING = "memory_mcp.spaces"
+
+REQUIRED_EXTENSIONS = {
+    "vector": "pgvector >= 0.8 (https://github.com/pgvector/pgvector; Debian/Ubuntu: "
+    "postgresql-<major>-pgvector), then CREATE EXTENSION vector",
+    "pg_trgm": "the PostgreSQL contrib package (postgresql-contrib), then CREATE EXTENSION pg_trgm",
+}
+
+
+def async_url(url: str) -> str:
+    """Accept ``postgresql://`` or ``postgresql+psycopg://`` and return the psycopg 3 dialect URL."""
+    parsed = make_url(url)
+    return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+class Database:
+    """One async engine per process; every query runs in a transaction that names its spaces."""
+
+    def __init__(self, url: str, pool_size: int = 10) -> None:
+        self.url = async_url(url)
+        self.engine: AsyncEngine = create_async_engine(
+            self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False
+        )
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def transaction(self, spaces: Iterable[uuid.UUID] = ()) -> AsyncIterator[AsyncConnection]:
+        """A transaction that may see rows of ``spaces`` only (none when empty)."""
+        async with self.engine.begin() as conn:
+            ids = ",".join(str(s) for s in spaces)
+            if ids:
+                await conn.execute(
+                    text("SELECT set_config(:name, :value, true)"), {"name": SPACES_SETTING, "value": ids}
+                )
+            yield conn
+
+    def pool_status(self) -> tuple[int, int]:
+        """(configured size, connections checked out)."""
+        pool: Any = self.engine.pool
+        return int(pool.size()), int(pool.checkedout())
+
+    async def ping(self) -> None:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def check_ready(self, embedding_dim: int | None = None) -> None:
+        """Refuse to serve on a database that lacks extensions, has a privileged role, or a wrong width."""
+        async with self.engine.connect() as conn:
+            have = set((await conn.execute(text("SELECT extname FROM pg_extension"))).scalars())
+            for ext, how in REQUIRED_EXTENSIONS.items():
+                if ext not in have:
+                    raise DatabaseSetupError(f"the PostgreSQL extension '{ext}' is missing: install {how}")
+            row = (
+                await conn.execute(
+                    text("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+                )
+            ).one()
+            if row.rolsuper or row.rolbypassrls:
+                raise DatabaseSetupError(
+                    "the database role of the server is a superuser or has BYPASSRLS, which would defeat "
+                    "row-level security between spaces: connect as a role without those attributes"
+                )
+            if embedding_dim is not None:
+                column_dim = await embedding_column_dim(conn)
+                if column_dim != embedding_dim:
+                    raise EmbeddingWidthMismatch(column_dim, embedding_dim)
+
+
+async def embedding_column_dim(conn: AsyncConnection) -> int:
+    """The declared width of ``memories.embedding`` (halfvec's typmod is its dimension count)."""
+    dim = (
+        await conn.execute(
+            text(
+                "SELECT atttypmod FROM pg_attribute "
+                "WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
+            )
+        )
+    ).scalar_one()
+    return int(dim)

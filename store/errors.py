@@ -1,0 +1,81 @@
+"""Typed errors of the data layer. Edges map them once: MCP -> ToolError, REST -> HTTP status."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class: every error the store raises on purpose."""
+
+
+class ValidationError(StoreError):
+    """Bad input; ``field`` names the input at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class AuthenticationFailed(StoreError):
+    """Missing, unknown, expired or revoked key, or a deactivated user. One message for all cases."""
+
+    def __init__(self) -> None:
+        super().__init__("invalid, expired or revoked API key")
+
+
+class SpaceNotFound(StoreError):
+    """The space does not exist *or* the key holds no grant on it: callers can't tell which."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"space '{key}' not found")
+        self.key = key
+
+
+class NotFound(StoreError):
+    """A document or memory that does not exist in the spaces the caller can read."""
+
+    def __init__(self, what: str, ident: str) -> None:
+        super().__init__(f"{what} '{ident}' not found")
+        self.what = what
+        self.ident = ident
+
+
+class AccessDenied(StoreError):
+    """The caller can see the space but may not do this there (Reader role or Read grant)."""
+
+
+class SecretRefused(StoreError):
+    """Content looks like a credential and was not stored."""
+
+    def __init__(self, kind: str, label: str) -> None:
+        super().__init__(
+            f"refused: the content looks like {label}. Memories are shared with everyone in the space; "
+            "store a reference to where the secret lives instead of the secret itself"
+        )
+        self.kind = kind
+        self.label = label
+
+
+class Conflict(StoreError):
+    """The request conflicts with stored state (a name already taken by another object)."""
+
+
+class DatabaseSetupError(StoreError):
+    """The database cannot serve Memory-MCP as configured; the message names the fix."""
+
+
+class EmbeddingWidthMismatch(DatabaseSetupError):
+    """The model's vector width differs from the ``memories.embedding`` column."""
+
+    def __init__(self, column_dim: int, model_dim: int) -> None:
+        super().__init__(
+            f"embedding width mismatch: the database column is halfvec({column_dim}) but the model "
+            f"produces {model_dim} dimensions. Use a model with {column_dim} dimensions, or migrate the "
+            f"column to {model_dim} and re-embed every memory with `memory-mcp backfill --reembed`"
+        )
+        self.column_dim = column_dim
+        self.model_dim = model_dim
+
+
+class QuotaExceeded(StoreError):
+    """The space holds as many memories or documents as its quota allows."""

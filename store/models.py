@@ -1,0 +1,154 @@
+"""Plain dataclasses the store returns; edges turn them into MCP/REST shapes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from .access import Access, Role
+
+
+@dataclass(frozen=True)
+class User:
+    id: uuid.UUID
+    name: str
+    email: str
+    display_name: str
+    role: Role
+    active: bool
+
+
+@dataclass(frozen=True)
+class Space:
+    id: uuid.UUID
+    key: str
+    display_name: str
+    description: str
+    deletion_policy: str
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: uuid.UUID
+    name: str
+    prefix: str
+    user_id: uuid.UUID
+    default_space_id: uuid.UUID | None
+    active_space_id: uuid.UUID | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Grant:
+    space: Space
+    access: Access  # as granted on the key
+    effective: Access  # after the role ceiling
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The verified identity behind one request: who, with which key, allowed where."""
+
+    user: User
+    key: ApiKey
+    grants: tuple[Grant, ...]
+
+    def grant_for(self, space_id: uuid.UUID) -> Grant | None:
+        return next((g for g in self.grants if g.space.id == space_id), None)
+
+    @property
+    def readable_space_ids(self) -> tuple[uuid.UUID, ...]:
+        return tuple(g.space.id for g in self.grants)
+
+
+@dataclass(frozen=True)
+class SpaceContext:
+    """The one space a request resolved to, with the caller's effective access there."""
+
+    caller: Caller
+    space: Space
+    access: Access
+
+    @property
+    def can_write(self) -> bool:
+        return self.access is Access.READ_WRITE
+
+
+@dataclass(frozen=True)
+class SpaceSummary:
+    space: Space
+    access: Access
+    document_count: int
+    memory_count: int
+    last_activity: datetime | None
+    active: bool
+
+
+@dataclass(frozen=True)
+class Document:
+    id: uuid.UUID
+    space_key: str
+    title: str
+    doc_type: str
+    status: str
+    summary: str
+    size_bytes: int
+    created_at: datetime
+    updated_at: datetime
+    created_by_user_id: uuid.UUID | None
+    created_by: str | None
+    updated_by_user_id: uuid.UUID | None
+    updated_by: str | None
+    content: str | None = None  # only filled when one document is read
+    memory_ids: tuple[uuid.UUID, ...] = ()
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: uuid.UUID
+    space_key: str
+    document_id: uuid.UUID
+    content: str
+    category: str | None
+    version: int
+    supersedes_id: uuid.UUID | None
+    is_latest: bool
+    forgotten_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    created_by_user_id: uuid.UUID | None
+    created_by: str | None
+    updated_by_user_id: uuid.UUID | None
+    updated_by: str | None
+    has_embedding: bool = False
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    memory: Memory
+    created: bool  # False: exact duplicate of a live memory, which is returned instead
+    superseded: Memory | None = None
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    forgotten: Memory | None
+    candidates: tuple[Memory, ...] = ()  # when ambiguous, nothing is forgotten
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    page: int
+    limit: int
+    total: int
+    has_more: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "has_more", self.page * self.limit < self.total)
