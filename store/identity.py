@@ -92,7 +92,9 @@ async def upsert_space(
         "max_documents": max_documents,
     }
     async with db.transaction() as conn:
-        before = (await conn.execute(text("SELECT * FROM spaces WHERE key = :key FOR UPDATE"), values)).first()
+        before = (
+            await conn.execute(text("SELECT * FROM spaces WHERE key = :key FOR UPDATE"), values)
+        ).first()
         if before is None:
             row = (
                 await conn.execute(
@@ -143,7 +145,9 @@ async def delete_space(db: Database, key: str, actor: str = "system") -> str | N
     the space again restores it. ``Delete`` removes the space with all its documents and memories.
     """
     async with db.transaction() as conn:
-        row = (await conn.execute(text("SELECT * FROM spaces WHERE key = :key FOR UPDATE"), {"key": key})).first()
+        row = (
+            await conn.execute(text("SELECT * FROM spaces WHERE key = :key FOR UPDATE"), {"key": key})
+        ).first()
         if row is None or (row.detached_at is not None and row.deletion_policy == "Retain"):
             return None
         if row.deletion_policy == "Retain":
@@ -195,11 +199,11 @@ async def upsert_user(
         "active": bool(active),
     }
     async with db.transaction() as conn:
-        before = (await conn.execute(text("SELECT * FROM users WHERE name = :name FOR UPDATE"), values)).first()
+        before = (
+            await conn.execute(text("SELECT * FROM users WHERE name = :name FOR UPDATE"), values)
+        ).first()
         clash = (
-            await conn.execute(
-                text("SELECT name FROM users WHERE email = :email AND name <> :name"), values
-            )
+            await conn.execute(text("SELECT name FROM users WHERE email = :email AND name <> :name"), values)
         ).first()
         if clash is not None:
             raise Conflict(f"email '{email}' already belongs to user '{clash.name}'")
@@ -237,14 +241,18 @@ async def upsert_user(
 
 async def get_user(db: Database, name: str) -> User | None:
     async with db.transaction() as conn:
-        row = (await conn.execute(text(f"SELECT {_USER_COLS} FROM users u WHERE name = :n"), {"n": name})).first()
+        row = (
+            await conn.execute(text(f"SELECT {_USER_COLS} FROM users u WHERE name = :n"), {"n": name})
+        ).first()
     return _user(row) if row else None
 
 
 async def delete_user(db: Database, name: str, actor: str = "system") -> bool:
     """Remove a user and their keys; what they wrote stays, attributed by id."""
     async with db.transaction() as conn:
-        row = (await conn.execute(text("DELETE FROM users WHERE name = :n RETURNING id"), {"n": name})).first()
+        row = (
+            await conn.execute(text("DELETE FROM users WHERE name = :n RETURNING id"), {"n": name})
+        ).first()
         if row is not None:
             await record(conn, actor, "user.deleted", "user", name)
     return row is not None
@@ -347,14 +355,18 @@ async def update_key(
     """Make a key's grants, default space and expiry exactly as given; returns True if anything changed."""
     _check_grants(grants, default_space)
     async with db.transaction() as conn:
-        row = (await conn.execute(text("SELECT * FROM api_keys WHERE name = :n FOR UPDATE"), {"n": name})).first()
+        row = (
+            await conn.execute(text("SELECT * FROM api_keys WHERE name = :n FOR UPDATE"), {"n": name})
+        ).first()
         if row is None:
             raise NotFound("api key", name)
         ids = await _space_ids(conn, grants)
         current = {
             r.key: r.access
             for r in await conn.execute(
-                text("SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"),
+                text(
+                    "SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"
+                ),
                 {"k": row.id},
             )
         }
@@ -369,7 +381,9 @@ async def update_key(
             changed = True
         if row.default_space_id != default_id or row.expires_at != expires_at:
             await conn.execute(
-                text("UPDATE api_keys SET default_space_id = :d, expires_at = :e, updated_at = now() WHERE id = :k"),
+                text(
+                    "UPDATE api_keys SET default_space_id = :d, expires_at = :e, updated_at = now() WHERE id = :k"
+                ),
                 {"d": default_id, "e": expires_at, "k": row.id},
             )
             changed = True
@@ -413,7 +427,9 @@ async def revoke_key(db: Database, name: str, actor: str = "system") -> bool:
 
 async def delete_key(db: Database, name: str, actor: str = "system") -> bool:
     async with db.transaction() as conn:
-        row = (await conn.execute(text("DELETE FROM api_keys WHERE name = :n RETURNING id"), {"n": name})).first()
+        row = (
+            await conn.execute(text("DELETE FROM api_keys WHERE name = :n RETURNING id"), {"n": name})
+        ).first()
         if row is not None:
             await record(conn, actor, "key.deleted", "api_key", name)
     return row is not None
@@ -422,13 +438,17 @@ async def delete_key(db: Database, name: str, actor: str = "system") -> bool:
 async def get_key(db: Database, name: str) -> tuple[ApiKey, dict[str, str]] | None:
     """A key by name with its grants ``{space key: access}`` (administrative lookup)."""
     async with db.transaction() as conn:
-        row = (await conn.execute(text(f"SELECT {_KEY_COLS} FROM api_keys k WHERE name = :n"), {"n": name})).first()
+        row = (
+            await conn.execute(text(f"SELECT {_KEY_COLS} FROM api_keys k WHERE name = :n"), {"n": name})
+        ).first()
         if row is None:
             return None
         grants = {
             r.key: r.access
             for r in await conn.execute(
-                text("SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"),
+                text(
+                    "SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"
+                ),
                 {"k": row.id},
             )
         }
@@ -565,11 +585,18 @@ async def bootstrap(db: Database) -> str | None:
     async with db.transaction() as conn:
         if (await conn.execute(text("SELECT 1 FROM users LIMIT 1"))).first() is not None:
             return None
-    await upsert_user(db, "admin", "admin@localhost.localdomain", "Administrator", Role.WRITER, actor="bootstrap")
+    await upsert_user(
+        db, "admin", "admin@localhost.localdomain", "Administrator", Role.WRITER, actor="bootstrap"
+    )
     await upsert_space(db, "default", "Default", "Created on first start", actor="bootstrap")
     try:
         _, plaintext = await create_key(
-            db, "admin-bootstrap", "admin", [GrantSpec("default", Access.READ_WRITE)], "default", actor="bootstrap"
+            db,
+            "admin-bootstrap",
+            "admin",
+            [GrantSpec("default", Access.READ_WRITE)],
+            "default",
+            actor="bootstrap",
         )
     except Conflict:  # another process bootstrapped the same database a moment ago
         return None

@@ -1,0 +1,65 @@
+"""Shared fixtures: one embedded PostgreSQL per test run, a fresh migrated database per test."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from memory_mcp.store.db import Database
+from memory_mcp.store.embedded import APP_ROLE, OWNER_ROLE, EmbeddedPostgres
+from memory_mcp.store.migrate import run_migrations
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+TEMPLATE = "mm_template"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pgdata"))
+    server.start()
+    template_url = server.owner_url.replace("/memory_mcp?", f"/{TEMPLATE}?")
+    with psycopg.connect(server.superuser_url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {TEMPLATE} OWNER {OWNER_ROLE}")
+        conn.execute(f"GRANT CONNECT ON DATABASE {TEMPLATE} TO {APP_ROLE}")
+    with psycopg.connect(template_url.replace("memory_mcp_owner", "postgres"), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        conn.execute("CREATE EXTENSION pg_trgm")
+    run_migrations(template_url, 384, APP_ROLE)
+    yield server
+    server.stop()
+
+
+def fresh_database(pg: EmbeddedPostgres) -> tuple[str, str]:
+    """Create a new database from the migrated template; returns (app url, owner url)."""
+    name = f"t{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg.superuser_url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} OWNER {OWNER_ROLE}")
+        conn.execute(f"GRANT CONNECT ON DATABASE {name} TO {APP_ROLE}")
+    return (
+        pg.app_url.replace("/memory_mcp?", f"/{name}?"),
+        pg.owner_url.replace("/memory_mcp?", f"/{name}?"),
+    )
+
+
+@pytest.fixture
+def db_urls(pg: EmbeddedPostgres) -> tuple[str, str]:
+    return fresh_database(pg)
+
+
+@pytest.fixture
+async def db(db_urls: tuple[str, str]) -> AsyncIterator[Database]:
+    database = Database(db_urls[0], pool_size=4)
+    yield database
+    await database.close()
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")

@@ -1,0 +1,160 @@
+"""The access contract: role x grant x operation, and what a key without a grant can learn."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from memory_mcp.store import identity, memories
+from memory_mcp.store.access import Access, Role, effective_access
+from memory_mcp.store.db import Database
+from memory_mcp.store.errors import AccessDenied, AuthenticationFailed, SpaceNotFound
+
+from tests.factories import make_key, make_space, make_user
+
+GRANTS = (None, Access.READ, Access.READ_WRITE)
+OPERATIONS = ("read", "write", "forget")
+
+
+def expected(role: Role, grant: Access | None, operation: str) -> type[Exception] | None:
+    if grant is None:
+        return SpaceNotFound
+    if operation == "read":
+        return None
+    return None if effective_access(role, grant) is Access.READ_WRITE else AccessDenied
+
+
+async def run(db: Database, ctx_tag: str, caller: identity.Caller, operation: str) -> None:
+    ctx = identity.resolve_space(caller, ctx_tag)
+    if operation == "read":
+        await memories.list_memories(db, ctx)
+    elif operation == "write":
+        await memories.save_memory(db, ctx, "The build server lives in rack 7.")
+    else:
+        await memories.forget_memory(db, ctx, "The office plant is a ficus.")
+
+
+@pytest.mark.parametrize("role", list(Role))
+@pytest.mark.parametrize("grant", GRANTS, ids=lambda g: g.value if g else "none")
+@pytest.mark.parametrize("operation", OPERATIONS)
+async def test_access_matrix(db: Database, role: Role, grant: Access | None, operation: str) -> None:
+    await make_space(db, "home")
+    await make_space(db, "target")
+    # Seed the target space with a memory to forget, written by an unrelated Writer.
+    seeder = await make_user(db)
+    seed_key = await make_key(db, seeder, {"target": Access.READ_WRITE})
+    seed_caller = await identity.authenticate(db, seed_key)
+    await memories.save_memory(
+        db, identity.resolve_space(seed_caller, "target"), "The office plant is a ficus."
+    )
+
+    user = await make_user(db, role=role)
+    grants: dict[str, Access | str] = {"home": Access.READ_WRITE}
+    if grant is not None:
+        grants["target"] = grant
+    caller = await identity.authenticate(db, await make_key(db, user, grants, default="home"))
+
+    error = expected(role, grant, operation)
+    if error is None:
+        await run(db, "target", caller, operation)
+    else:
+        with pytest.raises(error):
+            await run(db, "target", caller, operation)
+
+
+def test_effective_access_is_the_lower_of_role_and_grant() -> None:
+    assert effective_access(Role.READER, Access.READ_WRITE) is Access.READ
+    assert effective_access(Role.READER, Access.READ) is Access.READ
+    assert effective_access(Role.WRITER, Access.READ) is Access.READ
+    assert effective_access(Role.WRITER, Access.READ_WRITE) is Access.READ_WRITE
+
+
+async def test_ungranted_space_looks_exactly_like_a_missing_one(db: Database) -> None:
+    await make_space(db, "home")
+    await make_space(db, "finance", deletion_policy="Delete")
+    user = await make_user(db)
+    caller = await identity.authenticate(db, await make_key(db, user, {"home": "ReadWrite"}))
+
+    with pytest.raises(SpaceNotFound) as exists_without_grant:
+        identity.resolve_space(caller, "finance")
+    assert await identity.delete_space(db, "finance") == "Delete"
+    with pytest.raises(SpaceNotFound) as missing:
+        identity.resolve_space(caller, "finance")
+    assert type(exists_without_grant.value) is type(missing.value)
+    assert str(exists_without_grant.value) == str(missing.value) == "space 'finance' not found"
+    assert [s.space.key for s in await identity.list_spaces(db, caller)] == ["home"]
+
+
+async def test_refused_keys(db: Database) -> None:
+    await make_space(db, "home")
+    user = await make_user(db)
+    good = await make_key(db, user, {"home": "Read"})
+    assert (await identity.authenticate(db, good)).user.name == user
+
+    expired = await make_key(db, user, {"home": "Read"}, expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    revoked_name = "to-revoke"
+    revoked = await make_key(db, user, {"home": "Read"}, name=revoked_name)
+    assert await identity.revoke_key(db, revoked_name)
+    for bad in (expired, revoked, good[:-1] + ("A" if good[-1] != "A" else "B"), "mmk_short", "", "nonsense"):
+        with pytest.raises(AuthenticationFailed) as err:
+            await identity.authenticate(db, bad)
+        assert str(err.value) == "invalid, expired or revoked API key"
+
+    # Deactivating the user stops every one of their keys at once.
+    other = await make_key(db, user, {"home": "ReadWrite"})
+    await identity.upsert_user(db, user, f"{user}@example.com", "Someone", Role.WRITER, active=False)
+    for key in (good, other):
+        with pytest.raises(AuthenticationFailed):
+            await identity.authenticate(db, key)
+
+
+async def test_rotation_replaces_the_secret(db: Database) -> None:
+    await make_space(db, "home")
+    user = await make_user(db)
+    old = await make_key(db, user, {"home": "Read"}, name="laptop")
+    new = await identity.rotate_key(db, "laptop")
+    assert new != old
+    assert (await identity.authenticate(db, new)).key.name == "laptop"
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, old)
+
+
+async def test_space_resolution_order(db: Database) -> None:
+    for key in ("alpha", "beta", "gamma"):
+        await make_space(db, key)
+    user = await make_user(db)
+    plaintext = await make_key(
+        db, user, {"alpha": "ReadWrite", "beta": "Read", "gamma": "Read"}, default="alpha"
+    )
+    caller = await identity.authenticate(db, plaintext)
+    assert identity.resolve_space(caller, None).space.key == "alpha"  # default
+    assert identity.resolve_space(caller, "gamma").space.key == "gamma"  # one-off tag
+
+    await identity.set_active_space(db, caller, "beta")
+    caller = await identity.authenticate(db, plaintext)
+    assert identity.resolve_space(caller, None).space.key == "beta"  # active beats default
+    assert identity.resolve_space(caller, None).access is Access.READ
+    assert identity.resolve_space(caller, "gamma").space.key == "gamma"
+    # A one-off tag never moved the active space.
+    caller = await identity.authenticate(db, plaintext)
+    assert identity.resolve_space(caller, None).space.key == "beta"
+    with pytest.raises(SpaceNotFound):
+        await identity.set_active_space(db, caller, "delta")
+
+
+async def test_list_spaces_reports_effective_access_and_counts(db: Database) -> None:
+    await make_space(db, "alpha")
+    await make_space(db, "beta")
+    user = await make_user(db, role=Role.WRITER)
+    caller = await identity.authenticate(
+        db, await make_key(db, user, {"alpha": "ReadWrite", "beta": "Read"}, "alpha")
+    )
+    ctx = identity.resolve_space(caller, "alpha")
+    await memories.save_memory(db, ctx, "Alpha ships on Fridays.")
+    await memories.save_memory(db, ctx, "Alpha's on-call rotation is weekly.")
+    summaries = {s.space.key: s for s in await identity.list_spaces(db, caller)}
+    assert summaries["alpha"].access is Access.READ_WRITE and summaries["alpha"].active
+    assert summaries["alpha"].memory_count == 2 and summaries["alpha"].document_count == 2
+    assert summaries["alpha"].last_activity is not None
+    assert summaries["beta"].access is Access.READ and not summaries["beta"].active
+    assert summaries["beta"].memory_count == 0 and summaries["beta"].last_activity is None

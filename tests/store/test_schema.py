@@ -1,0 +1,131 @@
+"""Migrations, row-level security on its own, bootstrap, and the start-up checks."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from memory_mcp.store import identity, memories
+from memory_mcp.store.db import Database, async_url
+from memory_mcp.store.embedded import APP_ROLE, EmbeddedPostgres
+from memory_mcp.store.errors import DatabaseSetupError, EmbeddingWidthMismatch
+from memory_mcp.store.migrate import current_revision, head_revision, run_migrations
+from sqlalchemy import create_engine, text
+
+from tests.conftest import fresh_database
+from tests.factories import make_key, make_space, make_user
+
+
+def plain(url: str) -> str:
+    return url.replace("+psycopg", "")
+
+
+def test_migrations_from_empty_then_no_op(pg: EmbeddedPostgres) -> None:
+    name = "mig_empty"
+    with psycopg.connect(plain(pg.superuser_url), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} OWNER memory_mcp_owner")
+        conn.execute(f"GRANT CONNECT ON DATABASE {name} TO {APP_ROLE}")
+    with psycopg.connect(
+        plain(pg.superuser_url).replace("/memory_mcp?", f"/{name}?"), autocommit=True
+    ) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        conn.execute("CREATE EXTENSION pg_trgm")
+    owner = pg.owner_url.replace("/memory_mcp?", f"/{name}?")
+    assert run_migrations(owner, 384, APP_ROLE) is True
+    assert run_migrations(owner, 384, APP_ROLE) is False
+    engine = create_engine(async_url(owner))
+    with engine.connect() as conn:
+        assert current_revision(conn) == head_revision()
+        tables = set(
+            conn.execute(text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")).scalars()
+        )
+    engine.dispose()
+    assert {"spaces", "users", "api_keys", "key_grants", "documents", "memories", "audit_events"} <= tables
+
+
+def test_missing_extension_is_named(pg: EmbeddedPostgres) -> None:
+    name = "mig_noext"
+    with psycopg.connect(plain(pg.superuser_url), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} OWNER memory_mcp_owner")
+    owner = pg.owner_url.replace("/memory_mcp?", f"/{name}?")
+    # pgvector is not a trusted extension: a non-superuser owner may not create it.
+    with pytest.raises(DatabaseSetupError, match=r"'vector'.*CREATE EXTENSION vector"):
+        run_migrations(owner, 384)
+
+
+async def test_rls_holds_on_its_own(db: Database, db_urls: tuple[str, str]) -> None:
+    await make_space(db, "red")
+    await make_space(db, "blue")
+    user = await make_user(db)
+    caller = await identity.authenticate(
+        db, await make_key(db, user, {"red": "ReadWrite", "blue": "ReadWrite"})
+    )
+    await memories.save_memory(db, identity.resolve_space(caller, "red"), "Red fact.")
+    await memories.save_memory(db, identity.resolve_space(caller, "blue"), "Blue fact.")
+    red = identity.resolve_space(caller, "red").space.id
+    blue = identity.resolve_space(caller, "blue").space.id
+
+    with psycopg.connect(plain(db_urls[0])) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (APP_ROLE,)
+        assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM documents").fetchone() == (0,)
+        conn.execute("SELECT set_config('memory_mcp.spaces', %s, true)", (str(red),))
+        assert conn.execute("SELECT content FROM memories").fetchall() == [("Red fact.",)]
+        assert conn.execute("SELECT count(*) FROM memories WHERE space_id = %s", (blue,)).fetchone() == (0,)
+        # Writing into another space than the one set is rejected by the policy's CHECK.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(
+                "INSERT INTO documents (space_id, title, doc_type, status, content_hash) "
+                "VALUES (%s, 't', 'text', 'done', 'h')",
+                (blue,),
+            )
+        conn.rollback()
+        # Nor can the role switch the policy off.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("ALTER TABLE memories DISABLE ROW LEVEL SECURITY")
+        conn.rollback()
+        row = conn.execute(
+            "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        assert row == (False, False)
+
+
+async def test_check_ready_refuses_a_superuser_and_a_width_mismatch(pg: EmbeddedPostgres) -> None:
+    app_url, _ = fresh_database(pg)
+    app = Database(app_url)
+    try:
+        await app.check_ready(384)
+        with pytest.raises(EmbeddingWidthMismatch, match=r"halfvec\(384\).*768.*backfill"):
+            await app.check_ready(768)
+    finally:
+        await app.close()
+    su = Database(pg.superuser_url)
+    try:
+        with pytest.raises(DatabaseSetupError, match="superuser or has BYPASSRLS"):
+            await su.check_ready()
+    finally:
+        await su.close()
+
+
+async def test_bootstrap_once(db: Database) -> None:
+    key = await identity.bootstrap(db)
+    assert key is not None and key.startswith("mmk_")
+    caller = await identity.authenticate(db, key)
+    assert caller.user.role.value == "Writer"
+    assert identity.resolve_space(caller, None).space.key == "default"
+    assert identity.resolve_space(caller, None).can_write
+    assert await identity.bootstrap(db) is None
+
+
+async def test_space_retain_detaches_and_restores(db: Database) -> None:
+    await make_space(db, "kept")
+    user = await make_user(db)
+    key = await make_key(db, user, {"kept": "ReadWrite"})
+    caller = await identity.authenticate(db, key)
+    await memories.save_memory(db, identity.resolve_space(caller, "kept"), "Kept fact.")
+    assert await identity.delete_space(db, "kept") == "Retain"
+    caller = await identity.authenticate(db, key)
+    assert caller.grants == ()
+    await identity.upsert_space(db, "kept", "Kept again")
+    caller = await identity.authenticate(db, key)
+    page = await memories.list_memories(db, identity.resolve_space(caller, "kept"))
+    assert [m.content for m in page.items] == ["Kept fact."]
