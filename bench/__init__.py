@@ -1,0 +1,1 @@
+"""Benchmark harnesses and the deterministic data sets they run on."""
