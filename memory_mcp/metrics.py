@@ -15,10 +15,15 @@ TOOL_DURATION = Histogram(
     "memory_mcp_tool_duration_seconds", "MCP tool call latency", ["tool"], buckets=LATENCY_BUCKETS
 )
 HTTP_REQUESTS = Counter(
-    "memory_mcp_http_requests_total", "HTTP requests by route, method and status", ["route", "method", "status"]
+    "memory_mcp_http_requests_total",
+    "HTTP requests by route, method and status",
+    ["route", "method", "status"],
 )
 HTTP_DURATION = Histogram(
-    "memory_mcp_http_request_duration_seconds", "HTTP request latency", ["route", "method"], buckets=LATENCY_BUCKETS
+    "memory_mcp_http_request_duration_seconds",
+    "HTTP request latency",
+    ["route", "method"],
+    buckets=LATENCY_BUCKETS,
 )
 SEARCHES = Counter("memory_mcp_search_total", "Searches by the modes that ran", ["mode"])
 SEARCH_FALLBACKS = Counter(
@@ -30,7 +35,9 @@ EMBEDDING_DURATION = Histogram(
     ["backend"],
     buckets=LATENCY_BUCKETS,
 )
-EMBEDDING_FAILURES = Counter("memory_mcp_embedding_failures_total", "Embedding calls that failed", ["backend"])
+EMBEDDING_FAILURES = Counter(
+    "memory_mcp_embedding_failures_total", "Embedding calls that failed", ["backend"]
+)
 SECRET_REFUSALS = Counter("memory_mcp_secret_refusals_total", "Writes refused as credentials", ["kind"])
 AUTH_FAILURES = Counter("memory_mcp_auth_failures_total", "Requests refused at authentication", ["reason"])
 DB_POOL_SIZE = Gauge("memory_mcp_db_pool_size", "Configured database connections in the pool")
@@ -52,11 +59,15 @@ EMBEDDER_ENCODE = Histogram(
     "memory_mcp_embedder_encode_seconds", "Forward-pass time per batch", buckets=LATENCY_BUCKETS
 )
 EMBEDDER_QUEUE_DEPTH = Gauge("memory_mcp_embedder_queue_depth", "Sentences waiting to be embedded")
-EMBEDDER_REQUESTS = Counter("memory_mcp_embedder_requests_total", "Embedding requests by outcome", ["outcome"])
+EMBEDDER_REQUESTS = Counter(
+    "memory_mcp_embedder_requests_total", "Embedding requests by outcome", ["outcome"]
+)
 
 # --- operator -----------------------------------------------------------------------------
 RECONCILES = Counter("memory_mcp_reconcile_total", "Reconciles by kind and outcome", ["kind", "outcome"])
-RECONCILE_ERRORS = Counter("memory_mcp_reconcile_errors_total", "Failed reconciles by kind and reason", ["kind", "reason"])
+RECONCILE_ERRORS = Counter(
+    "memory_mcp_reconcile_errors_total", "Failed reconciles by kind and reason", ["kind", "reason"]
+)
 RECONCILE_DURATION = Histogram(
     "memory_mcp_reconcile_duration_seconds", "Reconcile latency", ["kind"], buckets=LATENCY_BUCKETS
 )

@@ -425,3 +425,60 @@ async def recent_memories(db: Database, ctx: SpaceContext, limit: int = 20) -> l
             {"s": ctx.space.id, "l": limit},
         )
         return [memory_from_row(r) for r in rows]
+
+
+async def _all_space_ids(conn: AsyncConnection) -> list[uuid.UUID]:
+    return list((await conn.execute(text("SELECT id FROM spaces"))).scalars())
+
+
+async def count_missing_embeddings(db: Database) -> int:
+    """Memories saved without a vector (embedder down, or cleared for a model change), all spaces."""
+    async with db.transaction() as conn:
+        ids = await _all_space_ids(conn)
+    if not ids:
+        return 0
+    async with db.transaction(ids) as conn:
+        return int(
+            (await conn.execute(text("SELECT count(*) FROM memories WHERE embedding IS NULL"))).scalar_one()
+        )
+
+
+async def missing_embeddings(db: Database, limit: int = 64) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+    """Up to ``limit`` (space id, memory id, content) without a vector, oldest first."""
+    async with db.transaction() as conn:
+        ids = await _all_space_ids(conn)
+    if not ids:
+        return []
+    async with db.transaction(ids) as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT space_id, id, content FROM memories WHERE embedding IS NULL "
+                "ORDER BY created_at, id LIMIT :l"
+            ),
+            {"l": limit},
+        )
+        return [(r.space_id, r.id, r.content) for r in rows]
+
+
+async def store_embeddings(
+    db: Database, items: Sequence[tuple[uuid.UUID, uuid.UUID, Sequence[float]]]
+) -> None:
+    """Write vectors for (space id, memory id, vector) triples."""
+    spaces = {space_id for space_id, _, _ in items}
+    async with db.transaction(spaces) as conn:
+        for space_id, memory_id, vector in items:
+            await conn.execute(
+                text("UPDATE memories SET embedding = CAST(:e AS halfvec) WHERE id = :id AND space_id = :s"),
+                {"e": vector_literal(vector), "id": memory_id, "s": space_id},
+            )
+
+
+async def clear_embeddings(db: Database) -> int:
+    """Drop every vector so a backfill re-embeds all memories (after a model change)."""
+    async with db.transaction() as conn:
+        ids = await _all_space_ids(conn)
+    if not ids:
+        return 0
+    async with db.transaction(ids) as conn:
+        result = await conn.execute(text("UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL"))
+        return int(result.rowcount)

@@ -123,12 +123,14 @@ _LABELS: dict[str, str] = {k.kind: k.label for k in SECRET_KINDS}
 # Value checks shared by the rules
 # ---------------------------------------------------------------------------------------------
 
-# Substrings that mark a value as a stand-in rather than a real credential. A random token contains
-# one of these with negligible probability (the letter markers are four characters or longer).
+# Substrings that mark a value as a stand-in rather than a real credential. They are matched in
+# lower, upper and capitalised form only (``your``, ``YOUR``, ``Your``): matching in any case would make
+# about one random 40-character key in 5,000 contain "yOuR" or "xXXx" and slip through.
 _PLACEHOLDER_MARKERS = (
     "example",
     "placeholder",
     "changeme",
+    "changeMe",
     "change_me",
     "change-me",
     "your",
@@ -210,6 +212,7 @@ _HYPHEN_WORDS = re.compile(r"[A-Za-z0-9.]+(?:-[A-Za-z]{3,})+")
 _CAMEL_TOKENS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _ALNUM_RUNS = re.compile(r"[A-Za-z0-9]+")
 _HEX_ONLY = re.compile(r"[0-9a-fA-F]+")
+_TOKEN_SEPARATORS = re.compile(r"[-_.~+/=]")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 # Randomness thresholds; the module docstring explains where they come from.
@@ -226,11 +229,16 @@ def shannon_entropy(value: str) -> float:
     return -sum(n / length * math.log2(n / length) for n in Counter(value).values())
 
 
+_MARKER_FORMS = frozenset(
+    form for marker in _PLACEHOLDER_MARKERS for form in (marker, marker.upper(), marker.capitalize())
+)
+
+
 def _is_placeholder(value: str) -> bool:
     lowered = value.lower()
     if lowered in _PLACEHOLDER_VALUES or len(set(lowered)) <= 2 or _MASK_ONLY.fullmatch(value):
         return True
-    return any(marker in lowered for marker in _PLACEHOLDER_MARKERS)
+    return any(marker in value for marker in _MARKER_FORMS)
 
 
 def _is_reference(value: str) -> bool:
@@ -258,22 +266,26 @@ def _classes(value: str) -> tuple[bool, bool, bool, bool]:
 def _looks_random(value: str, *, mixed_case: bool = True) -> bool:
     """True for machine-generated strings (tokens, keys), false for words, identifiers and paths.
 
-    With ``mixed_case`` the string needs upper- and lowercase letters and a digit and must change
-    character class often; without it (lowercase+digit tokens) letters and digits must both be
-    present in fair amounts.
+    With ``mixed_case`` the string needs upper- and lowercase letters (and a digit, unless it is long
+    and very fragmented) and must change character class often; without it (single-case tokens)
+    letters and digits must both be present in fair amounts.
     """
     if len(value) < 20 or shannon_entropy(value) < MIN_ENTROPY_BITS:
         return False
     if max((len(run) for run in _ALNUM_RUNS.findall(value)), default=0) < MIN_ALNUM_RUN:
         return False
     lower, upper, digit, _ = _classes(value)
-    if _HEX_ONLY.fullmatch(value) or _UUID.fullmatch(value) or not digit:
+    if _HEX_ONLY.fullmatch(value) or _UUID.fullmatch(value):
         return False
     if mixed_case:
         if not (lower and upper):
             return False
         tokens = _CAMEL_TOKENS.findall(value)
-        return sum(map(len, tokens)) / max(1, len(tokens)) <= MAX_MEAN_TOKEN_LENGTH
+        mean_token = sum(map(len, tokens)) / max(1, len(tokens))
+        # About one random base62 string in 300 has no digit; letters alone then need more evidence.
+        if not digit:
+            return len(value) >= 24 and mean_token <= MAX_MEAN_TOKEN_LENGTH - 0.5
+        return mean_token <= MAX_MEAN_TOKEN_LENGTH
     digits = sum(c.isdigit() for c in value)
     return 0.15 <= digits / len(value) <= 0.6
 
@@ -282,7 +294,9 @@ def _opaque_token(value: str) -> bool:
     """A bearer token: random in mixed case, or in one case with digits (hex excluded)."""
     if _is_placeholder(value):
         return False
-    return _looks_random(value) or _looks_random(value.lower(), mixed_case=False)
+    # Separators are part of the alphabet of base64url tokens; they say nothing about randomness.
+    joined = _TOKEN_SEPARATORS.sub("", value)
+    return _looks_random(joined) or _looks_random(joined.lower(), mixed_case=False)
 
 
 def _varied(value: str) -> bool:
@@ -306,6 +320,9 @@ def _credential_like(value: str) -> bool:
         return False
     if _HYPHEN_WORDS.fullmatch(value):
         return False
+    # Hex is common in prose (SHAs, digests) but a long hex value right after "token:" is a token.
+    if len(value) >= 32 and _HEX_ONLY.fullmatch(value):
+        return True
     lower, upper, digit, other = _classes(value)
     if lower and digit and (upper or other):
         return True
@@ -391,8 +408,8 @@ _B64 = r"[A-Za-z0-9+/]"
 
 _PASSWORD_NAMES = r"passwor[dt]|passwd|pwd|passphrase|passcode|kennwort"
 _SECRET_NAMES = (
-    r"secret|token|api[_-]?key|apikey|credentials?|"
-    r"(?:access|secret|private|signing|encryption|master|client|auth|app|account)[_-]?key"
+    r"secret|token|api[ _-]?key|apikey|credentials?|"
+    r"(?:access|secret|private|signing|encryption|master|client|auth|app|account)[ _-]?key"
 )
 _ASSIGNED_VALUE = r"""(?P<v>"[^"\n]{0,200}"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s"'`,;]{1,300})"""
 _SEPARATOR = r"""["']?[ \t]*(?P<sep>:=|=>|=|:)[ \t]*"""
@@ -475,7 +492,7 @@ _VENDOR_RULES: tuple[_Rule, ...] = (
     _Rule(
         "openai_api_key",
         re.compile(r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?(?P<v>[A-Za-z0-9_-]{20,})"),
-        _group_check(lambda v: _varied(v) and _looks_random(v.replace("-", "").replace("_", ""))),
+        _group_check(lambda v: _varied(v) and _looks_random(_TOKEN_SEPARATORS.sub("", v))),
     ),
     _Rule(
         "google_api_key",
@@ -503,7 +520,7 @@ _VENDOR_RULES: tuple[_Rule, ...] = (
     _Rule(
         "huggingface_token",
         re.compile(rf"{_NOT_TOKEN_BEFORE}(?P<v>(?:hf|api_org)_[A-Za-z0-9]{{30,40}}){_NOT_TOKEN_AFTER}"),
-        _group_check(lambda v: _varied(v) and _looks_random(v.split("_")[-1])),
+        _group_check(lambda v: _varied(v) and shannon_entropy(v.split("_")[-1]) >= MIN_ENTROPY_BITS),
     ),
 )
 
@@ -566,6 +583,10 @@ _SECRET_WORD = re.compile(
     r"chiave|chiavi|schl[üu]ssel|segreto|passphrase)(?![a-z])"
 )
 _CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_=-]{20,}")
+# Random-looking but public: digests and fingerprints (SHA256:..., sha384-... in SRI attributes)
+# and Stripe publishable keys.
+_PUBLIC_PREFIX = re.compile(r"(?i:sha\d{1,3}|md5)-|pk_(?:live|test)_")
+_DIGEST_BEFORE = re.compile(r"(?i:sha\d{0,3}|md5):$")
 _CONTEXT_BEFORE = 60
 _CONTEXT_AFTER = 30
 
@@ -574,7 +595,9 @@ def _generic_high_entropy(text: str) -> bool:
     """A random-looking string with a credential word shortly before or after it on the same line."""
     for match in _CANDIDATE.finditer(text):
         candidate = match.group().rstrip("=")
-        if not _looks_random(candidate) or _is_placeholder(candidate):
+        if not _looks_random(candidate) or _is_placeholder(candidate) or _PUBLIC_PREFIX.match(candidate):
+            continue
+        if _DIGEST_BEFORE.search(text, max(0, match.start() - 8), match.start()):
             continue
         line_start = text.rfind("\n", 0, match.start()) + 1
         line_end = text.find("\n", match.end())

@@ -1,0 +1,212 @@
+"""The ``memory-mcp`` command line: serve, apply, migrate, backfill, operator, embedder."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError as SettingsError
+from rich.console import Console
+
+from memory_mcp.settings import Settings
+
+app = typer.Typer(
+    name="memory-mcp",
+    help="Remote memory for AI agents over MCP.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Folder of the embedded PostgreSQL (default: per-user data dir)"),
+]
+DatabaseUrl = Annotated[
+    str | None, typer.Option("--database-url", help="postgresql:// URL of an external server instead")
+]
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from MEMORY_MCP_* variables, with command-line options on top; clear errors."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except SettingsError as exc:
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "settings"
+            console.print(f"[red]invalid setting {field}:[/red] {err['msg']}")
+        raise typer.Exit(2) from None
+
+
+def fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def write_secret_file(path: Path, content: str) -> None:
+    """Write ``content`` readable by the owner only (created 0600, never briefly wider)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(content)
+    os.chmod(path, 0o600)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8765)")] = None,
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+    embedder: Annotated[str | None, typer.Option(help="'local' or the URL of the embedding service")] = None,
+) -> None:
+    """Serve MCP at /mcp (plus /v1, /healthz, /readyz, /metrics); embedded PostgreSQL by default."""
+    import uvicorn
+
+    from memory_mcp.database import prepare_database
+    from memory_mcp.logs import configure_logging
+    from memory_mcp.server.app import create_app
+    from memory_mcp.store.errors import DatabaseSetupError
+    from memory_mcp.store.identity import bootstrap
+
+    settings = load_settings(
+        host=host, port=port, data_dir=data_dir, database_url=database_url, embedder=embedder
+    )
+    configure_logging(settings.log_level, settings.log_json)
+    try:
+        prepared = prepare_database(settings)
+    except DatabaseSetupError as exc:
+        raise fail(str(exc)) from None
+    try:
+        db = prepared.open(settings.db_pool_size)
+        key = asyncio.run(_bootstrap(db, bootstrap))
+        if key is not None:
+            key_file = settings.data_dir / "bootstrap-key"
+            write_secret_file(key_file, key + "\n")
+            console.print(
+                "[bold]First start:[/bold] created user 'admin' (Writer), space 'default' and this API key "
+                f"(shown once, also in {key_file}, mode 0600):"
+            )
+            print(key, flush=True)
+        db = prepared.open(settings.db_pool_size)
+        console.print(f"Memory-MCP on http://{settings.host}:{settings.port}/mcp")
+        uvicorn.run(
+            create_app(settings, db, on_shutdown=prepared.stop),
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
+            access_log=False,
+        )
+    except DatabaseSetupError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        # uvicorn re-raises SIGTERM after its shutdown; the app's lifespan has stopped PostgreSQL by then,
+        # and this covers start-up failures before the lifespan ran.
+        prepared.stop()
+
+
+async def _bootstrap(db: Any, bootstrap: Any) -> str | None:
+    try:
+        return await bootstrap(db)  # type: ignore[no-any-return]
+    finally:
+        await db.close()
+
+
+@app.command()
+def migrate(data_dir: DataDir = None, database_url: DatabaseUrl = None) -> None:
+    """Bring the database schema to the latest version (running it twice changes nothing)."""
+    from memory_mcp.database import prepare_database
+    from memory_mcp.store.errors import DatabaseSetupError
+    from memory_mcp.store.migrate import head_revision
+
+    settings = load_settings(data_dir=data_dir, database_url=database_url)
+    try:
+        prepared = prepare_database(settings, migrate=True)
+    except DatabaseSetupError as exc:
+        raise fail(str(exc)) from None
+    prepared.stop()
+    console.print(f"schema is at revision {head_revision()}")
+
+
+@app.command()
+def backfill(
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+    reembed: Annotated[
+        bool, typer.Option("--reembed", help="Re-embed every memory (after a model change)")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1, max=1024)] = 64,
+) -> None:
+    """Embed memories without a vector; resumable, with a progress bar."""
+    from memory_mcp.database import prepare_database
+    from memory_mcp.store.errors import DatabaseSetupError
+
+    settings = load_settings(data_dir=data_dir, database_url=database_url)
+    try:
+        prepared = prepare_database(settings)
+    except DatabaseSetupError as exc:
+        raise fail(str(exc)) from None
+    try:
+        done = asyncio.run(_backfill(settings, prepared.open(), reembed, batch_size))
+    finally:
+        prepared.stop()
+    console.print(f"embedded {done} memories")
+
+
+async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int) -> int:
+    from rich.progress import Progress
+
+    from memory_mcp.backfill import backfill as run_backfill
+    from memory_mcp.embedder.client import make_embedder
+    from memory_mcp.store import memories
+
+    embedder = await make_embedder(settings)
+    try:
+        await db.check_ready(embedder.dim) if not reembed else None
+        if reembed:
+            await memories.clear_embeddings(db)
+        total = await memories.count_missing_embeddings(db)
+        with Progress(console=console) as progress:
+            task = progress.add_task("embedding", total=total)
+            return await run_backfill(db, embedder, batch_size, lambda n: progress.advance(task, n))
+    finally:
+        await embedder.aclose()
+        await db.close()
+
+
+@app.command()
+def embedder(
+    host: Annotated[str, typer.Option(help="Address of the HTTP endpoint")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the HTTP endpoint")] = 8000,
+    num_gpus: Annotated[float, typer.Option(help="GPUs per replica (0 = CPU)")] = 0.0,
+    max_batch_size: Annotated[int | None, typer.Option(help="Largest batch per forward pass")] = None,
+    min_replicas: Annotated[int, typer.Option(help="Autoscaling lower bound")] = 1,
+    max_replicas: Annotated[int, typer.Option(help="Autoscaling upper bound")] = 1,
+) -> None:
+    """Run the Ray Serve embedding deployment (needs the `ray` extra)."""
+    try:
+        from memory_mcp.embedder.serve import AutoscalingConfig, run_embedder_service
+    except ImportError as exc:
+        raise fail(f"the embedder service needs Ray Serve: pip install 'memory-mcp[ray]' ({exc})") from None
+    settings = load_settings()
+    autoscaling = AutoscalingConfig(min_replicas=min_replicas, max_replicas=max_replicas)
+    run_embedder_service(
+        settings,
+        host=host,
+        port=port,
+        autoscaling=autoscaling,
+        num_gpus=num_gpus,
+        max_batch_size=max_batch_size or settings.embedder_max_batch,
+    )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""The FastAPI application: MCP at /mcp, REST at /v1, health, readiness and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+from mcp.server.transport_security import TransportSecuritySettings
+from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
+from memory_mcp.store import memories
+from memory_mcp.store.db import Database
+from memory_mcp.store.migrate import head_revision
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memory_mcp import metrics
+from memory_mcp.backfill import backfill
+from memory_mcp.logs import request_id_var
+from memory_mcp.settings import Settings
+
+from .mcp_tools import build_mcp
+from .rest import build_router, install_error_handlers
+from .service import MemoryService
+
+log = logging.getLogger(__name__)
+BACKFILL_INTERVAL_S = 30.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class RequestMetrics:
+    """Pure ASGI middleware: per-route counts and latency, and a request id on every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+        request_id = dict(scope["headers"]).get(b"x-request-id", b"").decode()[:64] or uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            request_id_var.reset(token)
+            route = _route_label(scope)
+            metrics.HTTP_REQUESTS.labels(route=route, method=scope["method"], status=str(status)).inc()
+            metrics.HTTP_DURATION.labels(route=route, method=scope["method"]).observe(
+                time.perf_counter() - started
+            )
+
+
+def _route_label(scope: Scope) -> str:
+    """The route template, never the raw path: ids in paths would explode the label set."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        return path
+    raw = scope.get("path", "")
+    return "/mcp" if raw.startswith("/mcp") else "other"
+
+
+def create_app(
+    settings: Settings,
+    db: Database,
+    embedder: Embedder | None = None,
+    on_shutdown: Callable[[], None] | None = None,
+) -> FastAPI:
+    """Build the app. With no ``embedder`` given, one is created at start-up from the settings."""
+    service = MemoryService(db, embedder, settings)
+    public_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    mcp = build_mcp(service, issuer_url=f"http://{public_host}:{settings.port}")
+    # Behind an ingress the Host header is the public name; loopback binds keep DNS-rebinding checks.
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=settings.host in LOOPBACK,
+        allowed_hosts=[f"{h}:{settings.port}" for h in LOOPBACK] + list(LOOPBACK),
+        allowed_origins=[f"http://{h}:{settings.port}" for h in LOOPBACK],
+    )
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
+    )
+    head = head_revision()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        owned_embedder = service.embedder is None
+        if owned_embedder:
+            service.embedder = await _start_embedder(settings)
+        await db.check_ready(service.embedder.dim if service.embedder else None)
+        retry = asyncio.create_task(_maintain_embeddings(service, settings))
+        try:
+            async with mcp.session_manager.run():
+                yield
+        finally:
+            retry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await retry
+            if owned_embedder and service.embedder is not None:
+                await service.embedder.aclose()
+            await db.close()
+            if on_shutdown is not None:
+                on_shutdown()
+
+    app = FastAPI(
+        title="Memory-MCP",
+        version="0.1.0",
+        description="Remote memory for AI agents. MCP at /mcp; the same operations as REST under /v1.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.state.service = service
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        try:
+            async with db.transaction() as conn:
+                current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+        except Exception as exc:
+            return JSONResponse(
+                {"status": "unavailable", "reason": f"database: {exc.__class__.__name__}"}, 503
+            )
+        if current != head:
+            return JSONResponse(
+                {"status": "unavailable", "reason": f"schema at {current}, expected {head}"}, 503
+            )
+        return JSONResponse({"status": "ready", "embedder": service.embedder is not None})
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_endpoint() -> Response:
+        size, in_use = db.pool_status()
+        metrics.DB_POOL_SIZE.set(size)
+        metrics.DB_POOL_IN_USE.set(in_use)
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(build_router(service))
+    app.mount("/", mcp_app)
+    app.add_middleware(RequestMetrics)
+    return app
+
+
+async def _start_embedder(settings: Settings) -> Embedder | None:
+    try:
+        return await make_embedder(settings)
+    except EmbedderUnavailable as exc:
+        # Serve anyway: search falls back to full text and writes are embedded later.
+        log.warning("embedder unavailable at start-up, will retry: %s", exc)
+        return None
+
+
+async def _maintain_embeddings(service: MemoryService, settings: Settings) -> None:
+    """Reconnect a missing embedder and embed what was saved while it was down."""
+    while True:
+        await asyncio.sleep(BACKFILL_INTERVAL_S)
+        try:
+            if service.embedder is None:
+                service.embedder = await _start_embedder(settings)
+                if service.embedder is None:
+                    continue
+                await service.db.check_ready(service.embedder.dim)
+            pending = await memories.count_missing_embeddings(service.db)
+            metrics.MEMORIES_PENDING_EMBEDDING.set(pending)
+            if pending:
+                done = await backfill(service.db, service.embedder, settings.embedder_max_batch)
+                log.info("embedded %d memories saved while the embedder was unavailable", done)
+        except EmbedderUnavailable as exc:
+            log.warning("background embedding skipped: %s", exc)
+        except Exception:
+            log.exception("background embedding failed")

@@ -1,0 +1,302 @@
+"""The one implementation behind both surfaces (MCP tools and REST): resolve, embed, call the store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Literal
+
+from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
+from memory_mcp.store import identity, memories, profile, search
+from memory_mcp.store.db import Database
+from memory_mcp.store.errors import SecretRefused, ValidationError
+from memory_mcp.store.models import Caller, SpaceContext
+
+from memory_mcp import metrics
+from memory_mcp.settings import Settings
+
+from .schemas import (
+    AddOut,
+    DocumentDetailOut,
+    DocumentOut,
+    DocumentsOut,
+    GrantOut,
+    KeyOut,
+    MemoriesOut,
+    MemoryOut,
+    PageInfo,
+    ProfileOut,
+    SearchHitOut,
+    SearchOut,
+    SelectSpaceOut,
+    SpaceOut,
+    SpacesOut,
+    UserOut,
+    WhoAmIOut,
+)
+
+log = logging.getLogger(__name__)
+
+
+class MemoryService:
+    """Everything a caller can do, with the same rules whichever surface they came through."""
+
+    def __init__(self, db: Database, embedder: Embedder | None, settings: Settings) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings
+        self.search_params = search.SearchParams(
+            ef_search=settings.hnsw_ef_search, rrf_k=settings.rrf_k, recency_weight=settings.recency_weight
+        )
+
+    async def authenticate(self, token: str | None) -> Caller:
+        return await identity.authenticate(self.db, token)
+
+    # --- embeddings (never fatal) ---------------------------------------------------------------
+
+    async def _embed(self, content: str, query: bool) -> tuple[list[float] | None, str | None]:
+        """A vector, or None and the reason: a write or search must not fail because the embedder did."""
+        if self.embedder is None:
+            return None, "no embedder configured"
+        try:
+            async with asyncio.timeout(self.settings.embedder_timeout_s):
+                if query:
+                    return await self.embedder.embed_query(content), None
+                return (await self.embedder.embed([content]))[0], None
+        except (EmbedderUnavailable, TimeoutError) as exc:
+            log.warning("embedding failed: %s", exc)
+            return None, f"embedder unavailable ({exc.__class__.__name__})"
+
+    # --- tools ------------------------------------------------------------------------------------
+
+    async def who_am_i(self, caller: Caller) -> WhoAmIOut:
+        current = identity.current_grant(caller)
+        return WhoAmIOut(
+            user=UserOut(
+                id=str(caller.user.id),
+                email=caller.user.email,
+                displayName=caller.user.display_name,
+                role=caller.user.role.value,
+            ),
+            key=KeyOut(
+                id=str(caller.key.id),
+                name=caller.key.name,
+                prefix=caller.key.prefix,
+                expiresAt=caller.key.expires_at,
+            ),
+            grants=[
+                GrantOut(space=g.space.key, granted=g.access.value, effective=g.effective.value)
+                for g in caller.grants
+            ],
+            activeSpace=current.space.key if current else None,
+        )
+
+    async def list_spaces(self, caller: Caller) -> SpacesOut:
+        summaries = await identity.list_spaces(self.db, caller)
+        spaces = [SpaceOut.of(s) for s in summaries]
+        active = next((s.key for s in spaces if s.active), None)
+        return SpacesOut(spaces=spaces, count=len(spaces), activeSpace=active)
+
+    async def select_space(self, caller: Caller, space: str) -> SelectSpaceOut:
+        ctx = await identity.set_active_space(self.db, caller, space)
+        return SelectSpaceOut(
+            activeSpace=ctx.space.key,
+            access=ctx.access.value,
+            message=f"Active space is now '{ctx.space.key}' ({ctx.space.display_name}, {ctx.access.value}).",
+        )
+
+    async def search(
+        self,
+        caller: Caller,
+        query: str | None = None,
+        keyword: str | None = None,
+        category: str | None = None,
+        include_profile: bool = True,
+        container_tag: str | None = None,
+        limit: int = 10,
+    ) -> SearchOut:
+        ctx = identity.resolve_space(caller, container_tag)
+        if not any(v and v.strip() for v in (query, keyword, category)):
+            raise ValidationError("query", "give at least one of query, keyword or category")
+        vector, fallback = None, None
+        if query and query.strip():
+            vector, reason = await self._embed(query.strip(), query=True)
+            if vector is None:
+                fallback = f"semantic search unavailable: {reason}; results come from full-text search only"
+                metrics.SEARCH_FALLBACKS.labels(reason="embedder_unavailable").inc()
+        result = await search.search_memories(
+            self.db, ctx, query, keyword, category, vector, limit, self.search_params, fallback
+        )
+        for mode in result.modes:
+            metrics.SEARCHES.labels(mode=mode).inc()
+        hits = [
+            SearchHitOut(
+                **MemoryOut.of(h.memory).model_dump(),
+                score=h.score,
+                matchedModes=list(h.modes),
+                similarity=h.similarity,
+            )
+            for h in result.hits
+        ]
+        out = SearchOut(
+            space=ctx.space.key,
+            results=hits,
+            count=len(hits),
+            modes=list(result.modes),
+            fallback=result.fallback,
+        )
+        if include_profile:
+            out.profile = await self._profile(ctx)
+        return out
+
+    async def _profile(self, ctx: SpaceContext) -> ProfileOut:
+        p = await profile.build_profile(self.db, ctx, self.settings.profile_token_budget)
+        return ProfileOut(
+            space=p.space_key,
+            stable=[MemoryOut.of(m) for m in p.stable],
+            recent=[MemoryOut.of(m) for m in p.recent],
+            tokens=p.tokens,
+        )
+
+    async def profile(self, caller: Caller, container_tag: str | None = None) -> ProfileOut:
+        return await self._profile(identity.resolve_space(caller, container_tag))
+
+    async def add(
+        self,
+        caller: Caller,
+        content: str,
+        action: Literal["save", "forget"] = "save",
+        category: str | None = None,
+        container_tag: str | None = None,
+    ) -> AddOut:
+        ctx = identity.resolve_space(caller, container_tag)
+        memories.require_write(ctx)
+        if action == "forget":
+            return await self._forget(ctx, content)
+        if action != "save":
+            raise ValidationError("action", "must be 'save' or 'forget'")
+        return await self._save(ctx, content, category)
+
+    async def _save(self, ctx: SpaceContext, content: str, category: str | None) -> AddOut:
+        content = content.strip() if isinstance(content, str) else content
+        vector, reason = await self._embed(content, query=False) if content else (None, None)
+        try:
+            result = await memories.save_memory(
+                self.db, ctx, content, category, vector, supersede_threshold=self.settings.supersede_threshold
+            )
+        except SecretRefused as exc:
+            metrics.SECRET_REFUSALS.labels(kind=exc.kind).inc()
+            raise
+        memory = MemoryOut.of(result.memory)
+        if not result.created:
+            return AddOut(
+                action="save",
+                status="already_exists",
+                space=ctx.space.key,
+                message=f"Already saved in space '{ctx.space.key}': returning the existing memory.",
+                memory=memory,
+                embedded=result.memory.has_embedding,
+            )
+        later = "" if vector is not None else f" It will be embedded for semantic search later ({reason})."
+        if result.superseded is not None:
+            return AddOut(
+                action="save",
+                status="updated",
+                space=ctx.space.key,
+                message=f"Saved version {memory.version} in space '{ctx.space.key}'; it supersedes the earlier "
+                f"version, which stays in history.{later}",
+                memory=memory,
+                superseded=MemoryOut.of(result.superseded),
+                embedded=vector is not None,
+            )
+        return AddOut(
+            action="save",
+            status="saved",
+            space=ctx.space.key,
+            message=f"Saved in space '{ctx.space.key}'.{later}",
+            memory=memory,
+            embedded=vector is not None,
+        )
+
+    async def _forget(self, ctx: SpaceContext, content: str) -> AddOut:
+        vector = (await self._embed(content.strip(), query=True))[0] if content and content.strip() else None
+        result = await memories.forget_memory(
+            self.db,
+            ctx,
+            content,
+            vector,
+            threshold=self.settings.forget_threshold,
+            margin=self.settings.forget_margin,
+        )
+        if result.forgotten is not None:
+            return AddOut(
+                action="forget",
+                status="forgotten",
+                space=ctx.space.key,
+                message=f"Forgot this memory in space '{ctx.space.key}' (history is kept):",
+                memory=MemoryOut.of(result.forgotten),
+            )
+        if result.candidates:
+            return AddOut(
+                action="forget",
+                status="ambiguous",
+                space=ctx.space.key,
+                message=f"Nothing was forgotten: {len(result.candidates)} memories in space '{ctx.space.key}' "
+                "match and none clearly best.",
+                candidates=[MemoryOut.of(m) for m in result.candidates],
+            )
+        return AddOut(
+            action="forget",
+            status="not_found",
+            space=ctx.space.key,
+            message=f"Nothing was forgotten: no memory in space '{ctx.space.key}' matches.",
+        )
+
+    async def list_documents(
+        self, caller: Caller, page: int = 1, limit: int = 10, container_tag: str | None = None
+    ) -> DocumentsOut:
+        ctx = identity.resolve_space(caller, container_tag)
+        result = await memories.list_documents(self.db, ctx, page, limit)
+        return DocumentsOut(
+            space=ctx.space.key,
+            documents=[DocumentOut.of(d) for d in result.items],
+            pagination=PageInfo(
+                page=result.page, limit=result.limit, total=result.total, hasMore=result.has_more
+            ),
+        )
+
+    async def get_document(self, caller: Caller, document_id: str) -> DocumentDetailOut:
+        return DocumentDetailOut.of_detail(await memories.get_document(self.db, caller, document_id))
+
+    async def list_memories(
+        self, caller: Caller, page: int = 1, limit: int = 10, container_tag: str | None = None
+    ) -> MemoriesOut:
+        ctx = identity.resolve_space(caller, container_tag)
+        result = await memories.list_memories(self.db, ctx, page, limit)
+        return MemoriesOut(
+            space=ctx.space.key,
+            memories=[MemoryOut.of(m) for m in result.items],
+            pagination=PageInfo(
+                page=result.page, limit=result.limit, total=result.total, hasMore=result.has_more
+            ),
+        )
+
+    async def recent_memories(self, caller: Caller, limit: int = 20) -> MemoriesOut:
+        ctx = identity.resolve_space(caller, None)
+        items = await memories.recent_memories(self.db, ctx, limit)
+        return MemoriesOut(
+            space=ctx.space.key,
+            memories=[MemoryOut.of(m) for m in items],
+            pagination=PageInfo(page=1, limit=limit, total=len(items), hasMore=False),
+        )
+
+    async def context(self, caller: Caller) -> list[ProfileOut]:
+        """Profile of the active space plus up to three other recently active spaces."""
+        summaries = await identity.list_spaces(self.db, caller)
+        active = [s for s in summaries if s.active]
+        others = sorted(
+            (s for s in summaries if not s.active and s.last_activity is not None),
+            key=lambda s: s.last_activity,
+            reverse=True,
+        )[:3]
+        return [await self._profile(identity.resolve_space(caller, s.space.key)) for s in active + others]

@@ -1,0 +1,66 @@
+"""A space's profile: stable facts (long-lived, often recalled) plus recent memories, within a budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from .db import Database
+from .memories import LIVE, MEMORY_SELECT, memory_from_row
+from .models import Memory, SpaceContext
+
+
+@dataclass(frozen=True)
+class Profile:
+    space_key: str
+    stable: list[Memory]
+    recent: list[Memory]
+    tokens: int
+
+
+def estimate_tokens(content: str) -> int:
+    """Roughly four characters a token for English-like text; never less than one."""
+    return max(1, (len(content) + 3) // 4)
+
+
+async def build_profile(db: Database, ctx: SpaceContext, token_budget: int = 600) -> Profile:
+    """Half the budget for stable facts, the rest for recent ones (unused stable budget rolls over)."""
+    async with db.transaction([ctx.space.id]) as conn:
+        stable_rows = await conn.execute(
+            text(
+                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} "
+                "ORDER BY m.recall_count DESC, m.created_at ASC LIMIT 50"
+            ),
+            {"s": ctx.space.id},
+        )
+        stable_candidates = [memory_from_row(r) for r in stable_rows]
+        recent_rows = await conn.execute(
+            text(f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} ORDER BY m.created_at DESC LIMIT 50"),
+            {"s": ctx.space.id},
+        )
+        recent_candidates = [memory_from_row(r) for r in recent_rows]
+
+    used = 0
+    stable: list[Memory] = []
+    recent: list[Memory] = []
+    recent_ids = {m.id for m in recent_candidates[:5]}
+    for memory in stable_candidates:
+        # The newest few belong to "recent"; a fact must have been recalled or be older to be stable.
+        if memory.id in recent_ids:
+            continue
+        cost = estimate_tokens(memory.content)
+        if used + cost > token_budget // 2:
+            break
+        stable.append(memory)
+        used += cost
+    chosen = {m.id for m in stable}
+    for memory in recent_candidates:
+        if memory.id in chosen:
+            continue
+        cost = estimate_tokens(memory.content)
+        if used + cost > token_budget:
+            break
+        recent.append(memory)
+        used += cost
+    return Profile(space_key=ctx.space.key, stable=stable, recent=recent, tokens=used)
