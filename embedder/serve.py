@@ -1,0 +1,252 @@
+"""The embedder as a Ray Serve deployment: HTTP in, batched forward passes, vectors out.
+
+API (what :class:`~memory_mcp.embedder.client.RemoteEmbedder` calls):
+
+- ``POST /embed`` ``{"texts": [...]}`` -> ``{"vectors": [[...]], "dim": N, "model": "...",
+  "batch_size": B}``, where ``B`` is the largest forward pass that served the request;
+- ``GET /info`` (also ``/healthz``) -> ``{"dim": N, "model": "...", "device": "...",
+  "max_batch_size": M}``.
+
+Batching works per sentence: a request with many texts feeds each one into ``@serve.batch``, so
+sentences from concurrent requests share forward passes of up to ``max_batch_size``.
+
+On Kubernetes, KubeRay's RayService points its ``import_path`` at
+``memory_mcp.embedder.serve:app_builder`` with :class:`EmbedderServiceConfig` fields as ``args``;
+``memory-mcp embedder`` calls :func:`run_embedder_service` to run the same thing on one machine.
+"""
+
+# No ``from __future__ import annotations`` here: FastAPI must see the real request/response
+# classes on the route methods, and Serve's ingress re-wraps them where string annotations no
+# longer resolve (the body would be read as a query parameter).
+import asyncio
+import contextlib
+import signal
+import threading
+from typing import Any, Self
+
+import ray
+from fastapi import FastAPI
+from pydantic import BaseModel, Field, model_validator
+from ray import serve
+from ray.serve import Application
+
+from memory_mcp.settings import Settings
+
+from .model import encode, load_model, model_dim, model_name
+
+APP_NAME = "memory-mcp-embedder"
+DEFAULT_BATCH_WAIT_S = 0.005
+
+
+class EmbedRequest(BaseModel):
+    texts: list[str]
+
+
+class EmbedResponse(BaseModel):
+    vectors: list[list[float]]
+    dim: int
+    model: str
+    batch_size: int = Field(description="largest forward pass (in sentences) that served this request")
+
+
+class InfoResponse(BaseModel):
+    dim: int
+    model: str
+    device: str
+    max_batch_size: int
+
+
+class AutoscalingConfig(BaseModel):
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=4, ge=1)
+    # None: one full batch in flight per replica before Serve adds another. Serve's default (2)
+    # would add replicas long before a replica's batches fill, trading throughput for nothing.
+    target_ongoing_requests: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> Self:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("autoscaling min_replicas must not exceed max_replicas")
+        return self
+
+
+class EmbedderServiceConfig(BaseModel):
+    """How the deployment runs. Also the ``args`` schema of :func:`app_builder`."""
+
+    model_path: str | None = None
+    device: str = "cpu"
+    max_batch_size: int = Field(default=64, ge=1, le=1024)
+    batch_wait_timeout_s: float = Field(default=DEFAULT_BATCH_WAIT_S, ge=0)
+    num_replicas: int = Field(default=1, ge=1)
+    autoscaling: AutoscalingConfig | None = None
+    num_gpus: float = Field(default=0, ge=0)
+    num_cpus: float = Field(default=1, ge=0)
+    max_ongoing_requests: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _check_concurrency(self) -> Self:
+        # Serve never lets a replica hold more requests than max_ongoing_requests, so a smaller
+        # value silently caps every batch below max_batch_size.
+        if self.max_ongoing_requests is not None and self.max_ongoing_requests < self.max_batch_size:
+            raise ValueError(
+                f"max_ongoing_requests ({self.max_ongoing_requests}) must be at least "
+                f"max_batch_size ({self.max_batch_size}), or batches never fill"
+            )
+        return self
+
+    @property
+    def resolved_device(self) -> str:
+        return "cuda" if self.num_gpus > 0 else self.device
+
+    @property
+    def resolved_max_ongoing_requests(self) -> int:
+        # Twice a batch: one batch runs while the next one fills.
+        return self.max_ongoing_requests or 2 * self.max_batch_size
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> Self:
+        """Model, device and batch size from the shared settings; ``overrides`` win."""
+        values: dict[str, Any] = {
+            "model_path": settings.embedding_model,
+            "device": settings.embedding_device,
+            "max_batch_size": settings.embedder_max_batch,
+        }
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        return cls.model_validate(values)
+
+
+api = FastAPI(title="memory-mcp embedder")
+
+
+@serve.deployment(name="Embedder")
+@serve.ingress(api)
+class EmbedderDeployment:
+    """One replica: the model plus a ``@serve.batch`` queue in front of its forward pass."""
+
+    def __init__(
+        self, model_path: str | None, device: str, max_batch_size: int, batch_wait_timeout_s: float
+    ) -> None:
+        self._model = load_model(model_path, device)
+        self._dim = model_dim(self._model)
+        self._name = model_name(model_path)
+        self._device = device
+        self._max_batch_size = max_batch_size
+        # The decorator's values are only defaults; these come from the deployment's config.
+        batched: Any = self._encode_batch
+        batched.set_max_batch_size(max_batch_size)
+        batched.set_batch_wait_timeout_s(batch_wait_timeout_s)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=DEFAULT_BATCH_WAIT_S)
+    async def _encode_batch(self, texts: list[str]) -> list[tuple[list[float], int]]:
+        # In a thread, so the replica keeps queueing the next batch during this forward pass.
+        vectors = await asyncio.to_thread(encode, self._model, texts, len(texts))
+        return [(row, len(texts)) for row in vectors.tolist()]
+
+    @api.post("/embed")
+    async def embed(self, request: EmbedRequest) -> EmbedResponse:
+        results = await asyncio.gather(*(self._encode_batch(text) for text in request.texts))
+        return EmbedResponse(
+            vectors=[vector for vector, _ in results],
+            dim=self._dim,
+            model=self._name,
+            batch_size=max((size for _, size in results), default=0),
+        )
+
+    @api.get("/info")
+    @api.get("/healthz")
+    async def info(self) -> InfoResponse:
+        return InfoResponse(
+            dim=self._dim, model=self._name, device=self._device, max_batch_size=self._max_batch_size
+        )
+
+
+def build_app(config: EmbedderServiceConfig) -> Application:
+    """The Serve application for ``config`` (replicas, resources, batching)."""
+    options: dict[str, Any] = {
+        "max_ongoing_requests": config.resolved_max_ongoing_requests,
+        "ray_actor_options": {"num_cpus": config.num_cpus, "num_gpus": config.num_gpus},
+    }
+    if config.autoscaling is None:
+        options["num_replicas"] = config.num_replicas
+    else:
+        scaling = config.autoscaling
+        options["autoscaling_config"] = {
+            "min_replicas": scaling.min_replicas,
+            "max_replicas": scaling.max_replicas,
+            "target_ongoing_requests": scaling.target_ongoing_requests or config.max_batch_size,
+        }
+    deployment: Any = EmbedderDeployment
+    app: Application = deployment.options(**options).bind(
+        config.model_path, config.resolved_device, config.max_batch_size, config.batch_wait_timeout_s
+    )
+    return app
+
+
+def app_builder(args: dict[str, Any]) -> Application:
+    """Entry point for ``serve run`` / RayService ``import_path``: ``args`` are config fields."""
+    return build_app(EmbedderServiceConfig.model_validate(args))
+
+
+def run_embedder_service(
+    settings: Settings,
+    host: str = "0.0.0.0",
+    port: int = 8000,
+    *,
+    num_replicas: int | None = None,
+    autoscaling: AutoscalingConfig | None = None,
+    num_gpus: float | None = None,
+    num_cpus: float | None = None,
+    max_batch_size: int | None = None,
+    batch_wait_timeout_s: float | None = None,
+    ray_address: str | None = None,
+    ray_num_cpus: int | None = None,
+    block: bool = True,
+) -> str:
+    """Start Ray (or join ``ray_address``), Serve's HTTP proxy on ``host:port``, and the deployment.
+
+    Returns the base URL clients use. With ``block`` it serves until Ctrl-C or SIGTERM, then shuts
+    Serve and Ray down; without it the caller stops it with :func:`stop_embedder_service`.
+    """
+    config = EmbedderServiceConfig.from_settings(
+        settings,
+        num_replicas=num_replicas,
+        autoscaling=autoscaling,
+        num_gpus=num_gpus,
+        num_cpus=num_cpus,
+        max_batch_size=max_batch_size,
+        batch_wait_timeout_s=batch_wait_timeout_s,
+    )
+    if not ray.is_initialized():
+        if ray_address:
+            ray.init(address=ray_address, log_to_driver=False)
+        else:
+            # A small object store: requests and vectors are small and travel over HTTP, not Plasma.
+            ray.init(
+                num_cpus=ray_num_cpus,
+                include_dashboard=False,
+                object_store_memory=256 * 1024**2,
+                log_to_driver=False,
+            )
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(build_app(config), name=APP_NAME, route_prefix="/")
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    if block:
+        try:
+            _wait_for_stop_signal()
+        finally:
+            stop_embedder_service()
+    return url
+
+
+def stop_embedder_service() -> None:
+    """Shut Serve and the Ray runtime this process started down."""
+    serve.shutdown()  # type: ignore[no-untyped-call]  # untyped in Ray
+    ray.shutdown()
+
+
+def _wait_for_stop_signal() -> None:
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()

@@ -1,0 +1,22 @@
+"""Shared fixtures: the real packaged model, loaded once per test session."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from memory_mcp.embedder.client import LocalEmbedder
+from memory_mcp.embedder.model import PACKAGED_MODEL_NAME, load_model
+
+
+@pytest.fixture(scope="session")
+def model():
+    return load_model(None, "cpu")
+
+
+@pytest.fixture(scope="session")
+async def local_embedder(model) -> AsyncIterator[LocalEmbedder]:
+    embedder = LocalEmbedder(model, name=PACKAGED_MODEL_NAME, query_cache_size=8)
+    await embedder.start()
+    yield embedder
+    await embedder.aclose()

@@ -1,0 +1,30 @@
+"""Helpers for the embedder tests."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (the kernel picks one, we release it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def cosine(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+SENTENCES = [
+    f"note {i}: the {topic} team discussed {thing} during the weekly meeting"
+    for i, (topic, thing) in enumerate(
+        (t, s)
+        for t in ("search", "storage", "billing", "design")
+        for s in ("latency", "indexes", "invoices", "colours", "backups", "alerts", "releases", "quotas")
+    )
+]
