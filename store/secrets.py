@@ -587,17 +587,35 @@ _CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_=-]{20,}")
 # and Stripe publishable keys.
 _PUBLIC_PREFIX = re.compile(r"(?i:sha\d{1,3}|md5)-|pk_(?:live|test)_")
 _DIGEST_BEFORE = re.compile(r"(?i:sha\d{0,3}|md5):$")
+# Random-looking but public by what precedes it: SSH public keys, "public key", fingerprints, digests.
+_PUBLIC_BEFORE = re.compile(
+    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|(?i:\bpublic|\bfingerprint|\bchecksum|\bdigest))"
+    r"[^\n]{0,30}$"
+)
 _CONTEXT_BEFORE = 60
 _CONTEXT_AFTER = 30
+
+
+def _is_public_or_id(text: str, match: re.Match[str]) -> bool:
+    """Random-looking strings that are public or identifiers by their shape or what precedes them."""
+    start = match.start()
+    if _PUBLIC_PREFIX.match(match.group()):
+        return True
+    if _DIGEST_BEFORE.search(text, max(0, start - 8), start) or _PUBLIC_BEFORE.search(
+        text, max(0, start - 50), start
+    ):
+        return True
+    # Inside a URL a random segment is a resource id (a Google Docs id, a short link); URLs that
+    # carry credentials are caught by the user-info, query-assignment and vendor rules.
+    word_start = max(text.rfind(" ", 0, start), text.rfind("\n", 0, start)) + 1
+    return "://" in text[word_start:start]
 
 
 def _generic_high_entropy(text: str) -> bool:
     """A random-looking string with a credential word shortly before or after it on the same line."""
     for match in _CANDIDATE.finditer(text):
         candidate = match.group().rstrip("=")
-        if not _looks_random(candidate) or _is_placeholder(candidate) or _PUBLIC_PREFIX.match(candidate):
-            continue
-        if _DIGEST_BEFORE.search(text, max(0, match.start() - 8), match.start()):
+        if not _looks_random(candidate) or _is_placeholder(candidate) or _is_public_or_id(text, match):
             continue
         line_start = text.rfind("\n", 0, match.start()) + 1
         line_end = text.find("\n", match.end())

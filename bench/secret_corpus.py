@@ -1,0 +1,649 @@
+"""A deterministic corpus for credential detection: fake credentials in memory-like sentences, and
+ordinary sentences (English, German, Italian) that talk about credentials or contain harmless codes.
+
+Every credential is assembled at run time from seeded random characters in the right shape, so the
+repository holds no string that a secret scanner (or a person) could mistake for a real key. The same
+seed always yields the same corpus.
+
+- `positive_samples()` -> ``[(text, expected kind), ...]``: at least 60 credentials of 20+ kinds.
+- `negative_samples()` -> ``[text, ...]``: 250+ sentences that must not be refused.
+- `acceptable_kinds(expected)`: the kinds a detector may report for a positive without being wrong
+  (a bearer token that is also a JWT, a service-account JSON that also holds a PEM key, ...).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+from collections.abc import Callable
+
+DEFAULT_SEED = 1729
+
+_B62 = string.ascii_letters + string.digits
+_B64URL = _B62 + "-_"
+_HEX = "0123456789abcdef"
+_BASE32_UPPER = string.ascii_uppercase + "234567"
+_UPPER_DIGITS = string.ascii_uppercase + string.digits
+_LOWER_DIGITS = string.ascii_lowercase + string.digits
+# No quotes, spaces, commas, semicolons, hyphens or dots: they end or split values in the notations
+# the samples use (shell, YAML, URLs, prose), which would test the sentence rather than the detector.
+_PASSWORD_SYMBOLS = "!#%&*+=?@^_"
+_URL_SAFE_SYMBOLS = "_~"
+
+# A detector may name a secret by a neighbouring kind when two rules describe the same text.
+_FAMILIES: dict[str, frozenset[str]] = {
+    "bearer_token": frozenset({"jwt"}),
+    "gcp_service_account": frozenset({"private_key"}),
+    "azure_storage_key": frozenset({"azure_sas_token"}),
+    "azure_sas_token": frozenset({"azure_storage_key"}),
+    "aws_secret_key": frozenset({"secret_assignment", "generic_high_entropy"}),
+    "password_assignment": frozenset({"secret_assignment"}),
+    "secret_assignment": frozenset({"password_assignment", "generic_high_entropy"}),
+    "generic_high_entropy": frozenset({"secret_assignment"}),
+    "basic_auth": frozenset({"password_assignment"}),
+}
+
+
+def acceptable_kinds(expected: str) -> frozenset[str]:
+    """The kinds that count as a correct detection of a positive labelled `expected`."""
+    return frozenset({expected}) | _FAMILIES.get(expected, frozenset())
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------------------------
+
+
+def _chars(rng: random.Random, n: int, alphabet: str) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _password(rng: random.Random, symbols: str = _PASSWORD_SYMBOLS) -> str:
+    """A human-style password: starts with a letter, then lower, upper, digits and a symbol."""
+    body = [
+        rng.choice(string.ascii_lowercase),
+        rng.choice(string.ascii_uppercase),
+        rng.choice(string.digits),
+        rng.choice(string.digits),
+        rng.choice(symbols),
+    ]
+    body += [rng.choice(_B62 + symbols) for _ in range(rng.randint(5, 10))]
+    rng.shuffle(body)
+    return rng.choice(string.ascii_letters) + "".join(body)
+
+
+def _jwt(rng: random.Random) -> str:
+    header = {"alg": rng.choice(["HS256", "RS256", "ES256"]), "typ": "JWT"}
+    issued = 1_700_000_000 + rng.randint(0, 20_000_000)
+    payload = {
+        "sub": f"user-{rng.randint(1000, 99999)}",
+        "iat": issued,
+        "exp": issued + 3600,
+        "scope": rng.choice(["memories:read", "memories:write", "admin"]),
+    }
+    signature = _chars(rng, rng.choice([43, 86]), _B64URL)
+    compact = (",", ":")
+    return (
+        f"{_b64url(json.dumps(header, separators=compact).encode())}."
+        f"{_b64url(json.dumps(payload, separators=compact).encode())}.{signature}"
+    )
+
+
+def _pem_body(rng: random.Random, lines: int) -> str:
+    return "\n".join(base64.b64encode(rng.randbytes(48)).decode() for _ in range(lines))
+
+
+def _pem(rng: random.Random) -> str:
+    label = rng.choice(["RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY", "OPENSSH PRIVATE KEY"])
+    return f"-----BEGIN {label}-----\n{_pem_body(rng, 3)}\n-----END {label}-----"
+
+
+def _gcp_json(rng: random.Random) -> str:
+    project = rng.choice(["acme-analytics-prod", "orbit-ml-staging", "helios-data-412"])
+    key = _pem_body(rng, 2).replace("\n", "\\n")
+    document = {
+        "type": "service_account",
+        "project_id": project,
+        "private_key_id": _chars(rng, 40, _HEX),
+        "private_key": f"-----BEGIN PRIVATE KEY-----\\n{key}\\n-----END PRIVATE KEY-----\\n",
+        "client_email": f"exporter@{project}.iam.gserviceaccount.com",
+    }
+    # json.dumps would escape the backslashes again; the literal \n is how the file looks.
+    return "{" + ", ".join(f'"{k}": "{v}"' for k, v in document.items()) + "}"
+
+
+def _azure_account_key(rng: random.Random) -> str:
+    return base64.b64encode(rng.randbytes(64)).decode()
+
+
+def _azure_sas_sig(rng: random.Random) -> str:
+    raw = base64.b64encode(rng.randbytes(32)).decode()
+    return raw.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+
+
+def _basic(rng: random.Random) -> str:
+    user = rng.choice(["deploy", "ci-bot", "grafana", "exporter"])
+    return base64.b64encode(f"{user}:{_password(rng)}".encode()).decode()
+
+
+# Each kind: a generator for the secret and the sentences it may appear in ({s} is the secret).
+_Maker = Callable[[random.Random], str]
+_POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
+    "aws_access_key": (
+        lambda r: r.choice(["AKIA", "ASIA"]) + _chars(r, 16, _BASE32_UPPER),
+        (
+            "AWS creds for the billing exporter: access key id {s}, region eu-central-1.",
+            "Set AWS_ACCESS_KEY_ID={s} in the runner before the nightly S3 sync.",
+            "Der Backup-Job läuft mit dem Access Key {s} (IAM-User backup-bot).",
+            "Per il bucket dei log usiamo la chiave di accesso {s}, utente iam log-shipper.",
+        ),
+    ),
+    "aws_secret_key": (
+        lambda r: base64.b64encode(r.randbytes(30)).decode(),
+        (
+            "aws_secret_access_key = {s}",
+            "AWS Secret Access Key: {s} (for the reporting bucket)",
+            "export AWS_SECRET_ACCESS_KEY={s} before running terraform apply",
+            "Noted for later: the aws secret is {s}, pairs with the billing key id.",
+        ),
+    ),
+    "gcp_service_account": (
+        _gcp_json,
+        (
+            "Service account for the BigQuery export, paste into the CI variable: {s}",
+            "Key file contents for the GKE deployer: {s}",
+            "Hier der JSON-Schlüssel vom Dienstkonto: {s}",
+        ),
+    ),
+    "azure_storage_key": (
+        _azure_account_key,
+        (
+            "Connection string for the log archive: DefaultEndpointsProtocol=https;AccountName=acmelogs;"
+            "AccountKey={s};EndpointSuffix=core.windows.net",
+            "Service Bus: Endpoint=sb://acme-bus.servicebus.windows.net/;SharedAccessKeyName=send;"
+            "SharedAccessKey={s}",
+            "Azure storage key for acmebackups is {s}",
+        ),
+    ),
+    "azure_sas_token": (
+        _azure_sas_sig,
+        (
+            "Download link for the export (valid a week): https://acmelogs.blob.core.windows.net/exports/"
+            "q3.csv?sv=2022-11-02&ss=b&srt=co&sp=rl&se=2025-01-01T00:00:00Z&sig={s}",
+            "SAS URL for the ingest container: https://acmeingest.blob.core.windows.net/raw?"
+            "sv=2021-08-06&sp=racwl&sr=c&sig={s}",
+        ),
+    ),
+    "github_token": (
+        lambda r: (
+            r.choice(["ghp_", "gho_", "ghs_", "ghu_"]) + _chars(r, 36, _B62)
+            if r.random() < 0.7
+            else "github_pat_" + _chars(r, 22, _B62) + "_" + _chars(r, 59, _B62)
+        ),
+        (
+            "GitHub token for the release bot: {s}",
+            "export GITHUB_TOKEN={s} and rerun the changelog script",
+            "Marco's personal access token (repo scope) is {s}",
+            "Il token GitHub per il mirror è {s}",
+        ),
+    ),
+    "gitlab_token": (
+        lambda r: "glpat-" + _chars(r, 20, _B64URL),
+        (
+            "GitLab deploy token for the docs pipeline: {s}",
+            "Clone with: git clone https://oauth2:{s}@gitlab.internal/platform/infra.git",
+            "Das GitLab-Token für den Runner ist {s}",
+        ),
+    ),
+    "slack_token": (
+        lambda r: (
+            f"{r.choice(['xoxb', 'xoxp'])}-{_chars(r, 12, string.digits)}-"
+            f"{_chars(r, 13, string.digits)}-{_chars(r, 24, _B62)}"
+        ),
+        (
+            "Slack bot token for the on-call notifier: {s}",
+            "SLACK_BOT_TOKEN={s}",
+            "Il bot di Slack usa il token {s} per postare in #incidents",
+        ),
+    ),
+    "slack_webhook": (
+        lambda r: (
+            f"https://hooks.slack.com/services/T{_chars(r, 8, _UPPER_DIGITS)}/"
+            f"B{_chars(r, 10, _UPPER_DIGITS)}/{_chars(r, 24, _B62)}"
+        ),
+        (
+            "Alerts go to #ops via {s}",
+            "Webhook for the deploy channel: {s} (do not share outside the team)",
+            "Der Webhook für #releases ist {s}",
+        ),
+    ),
+    "stripe_key": (
+        lambda r: r.choice(["sk_live_", "rk_live_", "sk_test_"]) + _chars(r, r.choice([24, 99]), _B62),
+        (
+            "Stripe secret key for the EU account: {s}",
+            "STRIPE_API_KEY={s} in the billing service env",
+            "La chiave Stripe restricted per i report è {s}",
+        ),
+    ),
+    "openai_api_key": (
+        lambda r: "sk-" + _chars(r, 48, _B62) if r.random() < 0.5 else "sk-proj-" + _chars(r, 120, _B64URL),
+        (
+            "OpenAI key for the summariser prototype: {s}",
+            "OPENAI_API_KEY={s}",
+            "Tomás shared his API key {s} for the eval run; rotate after Friday.",
+        ),
+    ),
+    "anthropic_api_key": (
+        lambda r: "sk-ant-api03-" + _chars(r, 93, _B64URL) + "AA",
+        (
+            "Anthropic API key for the support bot: {s}",
+            "ANTHROPIC_API_KEY={s}",
+            "Der Schlüssel für die Claude-Integration: {s}",
+        ),
+    ),
+    "google_api_key": (
+        lambda r: "AIza" + _chars(r, 35, _B64URL),
+        (
+            "Maps API key for the store locator: {s}",
+            "Firebase web config uses apiKey {s} for the staging project.",
+            "La chiave per le API di Google Translate è {s}",
+        ),
+    ),
+    "sendgrid_api_key": (
+        lambda r: f"SG.{_chars(r, 22, _B64URL)}.{_chars(r, 43, _B64URL)}",
+        (
+            "SendGrid key for transactional mail: {s}",
+            "SENDGRID_API_KEY={s} (marketing subuser)",
+        ),
+    ),
+    "twilio_key": (
+        lambda r: "SK" + _chars(r, 32, _HEX) if r.random() < 0.5 else _chars(r, 32, _HEX),
+        (
+            "Twilio credentials for SMS 2FA: auth token {s}",
+            "Twilio API key SID and token for the pager, in one line: {s}",
+            "Il token Twilio per gli SMS di verifica è {s}",
+        ),
+    ),
+    "npm_token": (
+        lambda r: "npm_" + _chars(r, 36, _B62),
+        (
+            "npm automation token for publishing @acme/ui: {s}",
+            "//registry.npmjs.org/:_authToken={s}",
+        ),
+    ),
+    "huggingface_token": (
+        lambda r: "hf_" + _chars(r, 34, _B62),
+        (
+            "Hugging Face read token for the model mirror: {s}",
+            "HF_TOKEN={s} lets the GPU job pull the gated weights.",
+            "Das Hugging-Face-Token für den Eval-Cluster ist {s}",
+        ),
+    ),
+    "jwt": (
+        _jwt,
+        (
+            "Admin session token captured while debugging: {s}",
+            "Use this JWT to call the staging API until Monday: {s}",
+            "Token di test per l'endpoint /v1/memories: {s}",
+        ),
+    ),
+    "private_key": (
+        _pem,
+        (
+            "Bastion host key, in case the vault is down:\n{s}",
+            "TLS key for grafana.internal:\n{s}",
+            "Privater Schlüssel für den SFTP-Export:\n{s}",
+        ),
+    ),
+    "connection_string_password": (
+        lambda r: _password(r, _URL_SAFE_SYMBOLS),
+        (
+            "Deploy note: the staging DB is postgres://app:{s}@db-staging.internal:5432/app",
+            "Analytics reads from mongodb+srv://analytics:{s}@cluster0.k3x9p.mongodb.net/events?retryWrites=true",
+            "Celery broker: amqp://worker:{s}@rabbit.internal:5672/jobs",
+            "The cache lives at redis://:{s}@cache.internal:6379/2",
+            "Legacy reporting still uses mysql://report:{s}@10.2.0.14:3306/reports",
+            "SQLAlchemy URL in prod: postgresql+psycopg://memory:{s}@pg-primary:5432/memory_mcp",
+        ),
+    ),
+    "bearer_token": (
+        lambda r: _chars(r, 40, _B64URL),
+        (
+            "Authorization: Bearer {s}",
+            "curl -H 'Authorization: Bearer {s}' https://api.partner.io/v2/orders",
+            "The partner API accepts Bearer {s} until they finish the OAuth migration.",
+        ),
+    ),
+    "basic_auth": (
+        _basic,
+        (
+            "The legacy SOAP endpoint wants the header Authorization: Basic {s}",
+            'headers = {{"Authorization": "Basic {s}"}}',
+        ),
+    ),
+    "password_assignment": (
+        _password,
+        (
+            "Staging DB credentials: user app_rw, password={s}",
+            "For the local stack I set POSTGRES_PASSWORD={s} in .env.",
+            "The Wi-Fi password for the Berlin office guest network is {s}.",
+            "Das Passwort für den Router im Lager lautet {s}.",
+            "La password del NAS in ufficio è {s}",
+            "exporter config:\n  username: exporter\n  password: {s}",
+            '"db": {{"user": "reporting", "password": "{s}"}}',
+            "mysql -u admin --password={s} -h db.internal reports",
+            "Kennwort: {s} (nur für den Notfall-Account)",
+        ),
+    ),
+    "secret_assignment": (
+        lambda r: _chars(r, 32, _B62) if r.random() < 0.6 else _chars(r, 40, _HEX),
+        (
+            'api_key = "{s}"',
+            "CLIENT_SECRET={s}",
+            "x-api-key: {s}",
+            "Legacy integration: token={s}",
+            "In settings.py: SECRET_KEY = '{s}'",
+            "Datadog API key: {s}",
+        ),
+    ),
+    "generic_high_entropy": (
+        lambda r: _chars(r, 32, _B62),
+        (
+            "The HMAC key we share with Acme is {s}, keep it out of tickets.",
+            "Webhook signing key for the billing service -> {s}",
+            "Der Schlüssel für den SFTP-Export ist {s}.",
+            "La chiave di cifratura del backup notturno è {s}.",
+            "{s} is the encryption key for the nightly dump.",
+        ),
+    ),
+}
+
+_PER_KIND = 4
+
+
+def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
+    """Fake credentials in memory-like sentences: ``(text, expected kind)``, four or more per kind."""
+    rng = random.Random(seed)
+    samples: list[tuple[str, str]] = []
+    for kind, (make, templates) in _POSITIVES.items():
+        count = max(_PER_KIND, len(templates))
+        for i in range(count):
+            template = templates[i % len(templates)]
+            samples.append((template.format(s=make(rng)), kind))
+    return samples
+
+
+# ---------------------------------------------------------------------------------------------
+# Negatives
+# ---------------------------------------------------------------------------------------------
+
+# Sentences written to sound like what teams tell an assistant to remember about credentials.
+_PROSE_EN = (
+    "Rotate the API key every 90 days; the reminder is in the team calendar.",
+    "The password policy requires 12 characters, one digit and no reuse of the last five.",
+    "Tokens expire after an hour, refresh tokens after thirty days.",
+    "Use `password=<your password>` in the config and never commit the real one.",
+    "Never paste secrets into tickets; link to the vault entry instead.",
+    "The JWT is signed with RS256 and the public keys are published at /.well-known/jwks.json.",
+    "Send the bearer token in the Authorization header, not as a query parameter.",
+    "Connection strings for production live in Vault under kv/platform/db.",
+    "Password: see the 1Password entry 'Staging DB' in the Platform vault.",
+    "API key: stored in Vault under kv/payments, ask Priya for access.",
+    "Token: expires after 60 minutes, so the cron job fetches a new one each run.",
+    "Secret: none needed for the sandbox environment.",
+    "The secret scanner in CI blocks pushes that contain AWS keys.",
+    "Priya prefers short-lived tokens over long-lived API keys for service accounts.",
+    "The password reset email now links to the new self-service page.",
+    "When a key leaks, revoke it first, then open an incident and notify security.",
+    "SSO replaced shared passwords for the analytics dashboards in March.",
+    "The API key header is X-Api-Key; the value comes from the ApiKey custom resource.",
+    "Each API key is shown once at creation and stored only as a hash.",
+    "Service accounts authenticate with workload identity, so there is no key file to manage.",
+    "The bearer token is missing on requests from the old mobile client, which explains the 401s.",
+    "JWTs from the identity provider carry the tenant id in the tid claim.",
+    "Refresh the token when you get a 401 with error=invalid_token.",
+    "We decided to keep the encryption keys in the cloud KMS, not in Kubernetes secrets.",
+    "The master key for the HSM is split between three people.",
+    "Passwords are hashed with Argon2id; bcrypt hashes are migrated on next login.",
+    "The password is stored hashed, never in plain text.",
+    "The password is Argon2id-hashed with a per-user salt.",
+    "Keys are rotated by the operator; nobody needs to copy them by hand.",
+    "The token bucket limiter allows 100 requests per minute per key.",
+    "GitHub tokens with repo scope are no longer allowed for CI; use the GitHub App.",
+    "Stripe keys starting with sk_live_ must never leave the payments namespace.",
+    "Slack webhooks for alerts are managed in Terraform, not by hand.",
+    "The connection string format is postgresql://USER:PASSWORD@HOST:5432/DB.",
+    "Local dev uses postgres://postgres:postgres@localhost:5432/dev, which is fine to share.",
+    "RabbitMQ in docker compose keeps the default amqp://guest:guest@localhost:5672.",
+    "The README example is postgres://user:password@localhost/app; replace it with your own.",
+    "Set DATABASE_URL=postgresql://app:${DB_PASSWORD}@db:5432/app in the chart values.",
+    "curl -H 'Authorization: Bearer <token>' https://memory.internal/v1/spaces",
+    "Pass the token as `Authorization: Bearer $TOKEN`; the CLI reads it from the environment.",
+    "In GitHub Actions use token: ${{ secrets.NPM_TOKEN }} for the publish step.",
+    "api_key = os.environ['OPENAI_API_KEY'] keeps the key out of the notebook.",
+    "password=getpass() prompts instead of hard-coding anything.",
+    "secret_key = settings.SECRET_KEY is read at start-up.",
+    "The AWS docs use AKIAIOSFODNN7EXAMPLE as their sample access key id.",
+    "password: ******** is how the log line looks after masking.",
+    "Config template: token=xxxxxxxxxxxx, replace before running.",
+    'The response body is {"password": "too short"} when validation fails.',
+    'The schema says {"token": "string", "expires_in": 3600}.',
+    "We agreed that the onboarding doc explains how to request an API key, not the key itself.",
+    "Auditors asked for a list of who can read the signing keys.",
+    "The token endpoint is /oauth/token and it only accepts client credentials.",
+    "Credentials for the test tenant are in the shared vault folder 'QA'.",
+    "When the token cache is cold the first request takes about 400 ms.",
+    "Key takeaway from the retro: smaller pull requests.",
+    "The key insight was that the cache key ignored the locale.",
+    "Maria owns the secrets rotation runbook and reviews it every quarter.",
+    "The passphrase for the offline backup is held by the CTO and the head of IT.",
+    "Our password manager of choice is 1Password; Bitwarden was evaluated and rejected.",
+    "If the API returns invalid_api_key, the key was probably revoked.",
+    "Primary key on memories is a UUID; the natural key is (space, content hash).",
+    "Foreign key violations show up as error 23503 in the logs.",
+    "The sort key for the events table is (tenant_id, created_at).",
+    "Tokenizer upgrades change the token counts, so budgets need re-tuning.",
+    "max_tokens=4096 is enough for the summariser.",
+    "Set token_ttl=3600 and refresh_skew=60 in the auth settings.",
+    "password_min_length=12 and password_history=5 are enforced by the IdP.",
+    "Use the x-api-key header for service calls and cookies for the web app.",
+    "The API key prefix mmk_ makes leaked keys easy to find with a scanner.",
+    "Bearer authentication is required for every /v1 route except /healthz.",
+    "Unsigned JWTs (alg none) are rejected by the gateway.",
+    "Keyboard shortcuts: Ctrl+K opens search, Ctrl+Shift+P the command palette.",
+    "The monkey patch for the token parser was removed in the last release.",
+    "Secrets in Kubernetes are base64-encoded, which is not encryption.",
+    "The deploy key on the infra repo is read-only.",
+    "Lukas said the staging password changes every Monday; ask in #platform for the current one.",
+    "The Wi-Fi password is on the whiteboard in the kitchen.",
+    "Password rotation for service accounts is automated since Q2.",
+    "Tokens are opaque to clients; only the auth service can introspect them.",
+    "Don't log the Authorization header; the logging middleware strips it.",
+    "The secret name is memory-mcp-bootstrap-key in namespace memory.",
+    "private_key: /etc/ssl/private/server.key is mounted read-only.",
+    "token: OAuth2-compatible, scopes are listed in the API reference.",
+    "The password field is optional for SSO users.",
+    "Ana prefers the API key to be scoped to a single space.",
+)
+
+_PROSE_DE = (
+    "Das Passwort muss mindestens zwölf Zeichen lang sein.",
+    "Der API-Schlüssel wird alle 90 Tage rotiert.",
+    "Bitte niemals Tokens in Tickets oder Chats kopieren.",
+    "Das Token läuft nach einer Stunde ab.",
+    "Passwort: steht im Tresor, Eintrag 'Lager-Router'.",
+    "Die Zugangsdaten für die Testumgebung liegen im gemeinsamen Vault-Ordner.",
+    "Das Passwort ist jetzt im Passwortmanager hinterlegt.",
+    "Der Schlüssel für die Verschlüsselung liegt im KMS, nicht im Repository.",
+    "Geheimnisse gehören nicht in Commit-Nachrichten.",
+    "Die Kennwortrichtlinie verlangt Groß- und Kleinbuchstaben sowie eine Ziffer.",
+    "Das Bearer-Token wird im Authorization-Header mitgeschickt.",
+    "Das JWT enthält die Mandanten-ID im Claim tid.",
+    "Wenn ein Schlüssel kompromittiert ist, sofort widerrufen und das Security-Team informieren.",
+    "Jonas bevorzugt kurzlebige Tokens statt dauerhafter API-Schlüssel.",
+    "Der Verbindungsstring für die Produktion steht nur im Vault.",
+    "Das Passwort war falsch, deshalb ist der Login dreimal fehlgeschlagen.",
+    "Die Passwörter der Servicekonten werden automatisch rotiert.",
+    "Für die lokale Entwicklung reicht postgres://postgres:postgres@localhost:5432/dev.",
+    "Der Fehlercode E_TOKEN_EXPIRED bedeutet, dass das Token abgelaufen ist.",
+    "Die API liefert 401, wenn der Schlüssel fehlt oder widerrufen wurde.",
+    "Bitte das Kennwort beim ersten Login ändern.",
+    "Das Deploy-Token hat nur Leserechte auf das Repository.",
+    "Die Schlüsselrotation läuft jeden Sonntag um drei Uhr.",
+    "Passwort-Reset-Mails kommen jetzt von noreply@acme.example.",
+    "Das Geheimnis für die Webhooks wird im Operator erzeugt.",
+)
+
+_PROSE_IT = (
+    "La password deve essere cambiata ogni tre mesi.",
+    "Il token scade dopo un'ora.",
+    "La chiave API è salvata nel vault, non nel repository.",
+    "Non incollare mai token o password nei ticket.",
+    "La password è scaduta, bisogna reimpostarla dal portale.",
+    "Il token JWT contiene l'identificativo del tenant.",
+    "Le chiavi vengono ruotate automaticamente ogni domenica.",
+    "Giulia preferisce token a breve durata per gli account di servizio.",
+    "La stringa di connessione della produzione è solo nel vault.",
+    "Il bearer token va nell'intestazione Authorization.",
+    "Se una chiave viene compromessa, revocarla subito e aprire un incidente.",
+    "La password del Wi-Fi ospiti è scritta alla reception.",
+    "Per lo sviluppo locale basta amqp://guest:guest@localhost:5672.",
+    "L'errore E_AUTH_FAILED indica una password sbagliata.",
+    "La politica delle password richiede almeno dodici caratteri.",
+    "I segreti di Kubernetes sono solo codificati in base64, non cifrati.",
+    "La chiave di firma è custodita nell'HSM.",
+    "Il token di accesso viene rinnovato dal client in automatico.",
+    "Le credenziali di test sono nella cartella condivisa 'QA'.",
+    "Password: vedi il gestore delle password, voce 'NAS ufficio'.",
+    "Il token del deploy ha solo permessi di lettura.",
+    "La rotazione delle chiavi API è documentata nel runbook.",
+    "Marco ha chiesto di non usare la stessa password su più servizi.",
+    "La chiave primaria della tabella è un UUID.",
+    "Il codice errore 401 significa che il token manca o non è valido.",
+)
+
+_SERVICES = ("billing", "search", "memory", "exporter", "gateway", "notifier", "ledger", "checkout")
+_PROJECTS = ("PROJ", "INC", "OPS", "SEC", "MEM", "PLAT", "DATA", "WEB")
+_ERRORS = (
+    "E_CONN_RESET",
+    "ERR_TLS_CERT_ALTNAME_INVALID",
+    "E_TOKEN_EXPIRED",
+    "ECONNREFUSED",
+    "ERR_INVALID_API_KEY",
+    "E_SECRET_REFUSED",
+    "PGRST301",
+    "SQLSTATE 40001",
+)
+_PEOPLE = ("Priya", "Lukas", "Giulia", "Tomás", "Ana", "Jonas", "Maria", "Wei")
+
+
+def _uuid(rng: random.Random) -> str:
+    h = _chars(rng, 32, _HEX)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{rng.choice('89ab')}{h[17:20]}-{h[20:]}"
+
+
+def _ulid(rng: random.Random) -> str:
+    return _chars(rng, 26, "0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def _ssh_ed25519_public(rng: random.Random) -> str:
+    blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + rng.randbytes(32)
+    return base64.b64encode(blob).decode()
+
+
+def _version(rng: random.Random) -> str:
+    base = f"{rng.randint(0, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 20)}"
+    return base + rng.choice(["", "", f"-rc.{rng.randint(1, 5)}", f"-beta.{rng.randint(1, 9)}"])
+
+
+# Sentences with codes that look a little like secrets but are not: each filler gets fresh values.
+_CODE_TEMPLATES: tuple[Callable[[random.Random], str], ...] = (
+    lambda r: f"Fixed in commit {_chars(r, 40, _HEX)}; the token refresh race is gone.",
+    lambda r: f"Deployed {_chars(r, 40, _HEX)} to production at 14:05, no key rotation needed.",
+    lambda r: f"Cherry-pick {_chars(r, 7, _HEX)} onto release/2.3 before rotating the API keys.",
+    lambda r: f"{r.choice(_PEOPLE)} reverted {_chars(r, 12, _HEX)} because it broke the password reset flow.",
+    lambda r: (
+        f"Ticket {r.choice(_PROJECTS)}-{r.randint(100, 99999)}: rotate the API key for the "
+        f"{r.choice(_SERVICES)} integration."
+    ),
+    lambda r: f"Request {_uuid(r)} failed with {r.choice(_ERRORS)} after 30 s.",
+    lambda r: f"Session ids look like {_uuid(r)}; they are not secrets.",
+    lambda r: (
+        f"Bumped the auth library to v{_version(r)}; tokens now expire after {r.randint(5, 90)} minutes."
+    ),
+    lambda r: f"Primary button colour is #{_chars(r, 6, _HEX)}, secondary #{_chars(r, 6, _HEX)}.",
+    lambda r: f"Image digest sha256:{_chars(r, 64, _HEX)} is what runs in prod.",
+    lambda r: f"The idempotency key for the retried payment was {_ulid(r)}.",
+    lambda r: (
+        f"Pod {r.choice(_SERVICES)}-{_chars(r, 10, _LOWER_DIGITS)}-{_chars(r, 5, _LOWER_DIGITS)} "
+        f"restarted with {r.choice(_ERRORS)}."
+    ),
+    lambda r: (
+        f"S3 key reports/{r.randint(2019, 2026)}/{r.randint(1, 12):02d}/summary_{r.randint(1, 999)}.pdf "
+        f"is missing from the bucket."
+    ),
+    lambda r: (
+        f"Cache key user:{r.randint(1, 99999)}:profile:v{r.randint(1, 9)} is evicted on password change."
+    ),
+    lambda r: (
+        f"Error {r.choice(_ERRORS)} (HTTP {r.choice([401, 403, 502, 503])}) when the bearer token is missing."
+    ),
+    lambda r: (
+        f"Part number {_chars(r, 3, string.ascii_uppercase)}-{r.randint(1000, 9999)}-"
+        f"{_chars(r, 2, string.ascii_uppercase)} replaces the old key fob kit."
+    ),
+    lambda r: f"GPG key ID {_chars(r, 16, _HEX).upper()} signs the release tags.",
+    lambda r: (
+        f"SSH host key fingerprint SHA256:{_b64url(r.randbytes(32)).replace('-', '+').replace('_', '/')} "
+        f"- verify it before connecting."
+    ),
+    lambda r: (
+        f"Build {r.randint(1000, 9999)} produced {r.choice(_SERVICES)}-{_version(r)}.tar.gz "
+        f"(sha1 {_chars(r, 40, _HEX)})."
+    ),
+    lambda r: (
+        f"The {r.choice(_SERVICES)} service listens on 10.{r.randint(0, 255)}.{r.randint(0, 255)}."
+        f"{r.randint(1, 254)}:{r.randint(1024, 65535)}; the password lives in Vault."
+    ),
+    lambda r: f"Der Commit {_chars(r, 40, _HEX)} behebt den Fehler beim Token-Refresh.",
+    lambda r: f"Il commit {_chars(r, 40, _HEX)} corregge la rotazione delle chiavi.",
+    lambda r: (
+        f"Ticket {r.choice(_PROJECTS)}-{r.randint(100, 99999)}: Passwort-Reset für {r.choice(_PEOPLE)}."
+    ),
+    lambda r: f"Richiesta {_uuid(r)} fallita con {r.choice(_ERRORS)}: token scaduto.",
+    lambda r: f"Release v{_version(r)} changes the API key format; old keys keep working.",
+    lambda r: f"The publishable key pk_live_{_chars(r, 24, _B62)} goes into the checkout page; it is public.",
+    lambda r: f"Payment intent pi_{_chars(r, 24, _B62)} failed with card_declined.",
+    lambda r: f"Content hash {_chars(r, 64, _HEX)} identifies the duplicate memory.",
+    lambda r: f"The trace id {_chars(r, 32, _HEX)} shows the token validation taking 80 ms.",
+    lambda r: f"CI deploys with the public key ssh-ed25519 {_ssh_ed25519_public(r)} ci@acme.",
+    lambda r: (
+        f"Decision log: https://docs.google.com/document/d/{_chars(r, 44, _B64URL)}/edit has the key "
+        f"decisions from the offsite."
+    ),
+    lambda r: (
+        f"Public key for webhook signatures: MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA"
+        f"{base64.b64encode(r.randbytes(45)).decode()}"
+    ),
+    lambda r: (
+        f"{r.choice(_PEOPLE)} uses refreshTokenHandlerV{r.randint(2, 5)} and "
+        f"getApiKeyFromVault{r.randint(2, 5)} in the new client."
+    ),
+)
+
+_CODE_SAMPLES_PER_TEMPLATE = 5
+
+
+def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
+    """Ordinary sentences that mention credentials or contain harmless codes; none is a secret."""
+    rng = random.Random(seed + 1)
+    samples = [*_PROSE_EN, *_PROSE_DE, *_PROSE_IT]
+    for template in _CODE_TEMPLATES:
+        samples.extend(template(rng) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
+    return samples
