@@ -78,23 +78,29 @@ class SelectIn(BaseModel):
     space: str = Field(max_length=63)
 
 
-def build_router(service: MemoryService) -> APIRouter:
-    async def caller(request: Request) -> Caller:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            metrics.AUTH_FAILURES.labels(reason="missing_key").inc()
-            raise AuthenticationFailed()
-        try:
-            return await service.authenticate(token.strip())
-        except AuthenticationFailed:
-            metrics.AUTH_FAILURES.labels(reason="invalid_key").inc()
-            raise
+async def authenticated_caller(request: Request) -> Caller:
+    """The caller behind ``Authorization: Bearer <key>``; anything else is a 401."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        metrics.AUTH_FAILURES.labels(reason="missing_key").inc()
+        raise AuthenticationFailed()
+    service: MemoryService = request.app.state.service
+    try:
+        return await service.authenticate(token.strip())
+    except AuthenticationFailed:
+        metrics.AUTH_FAILURES.labels(reason="invalid_key").inc()
+        raise
 
-    Auth = Annotated[Caller, Depends(caller)]
-    Tag = Annotated[str | None, Query(max_length=63, description="Space key for this call only")]
-    PageQ = Annotated[int, Query(ge=1)]
-    LimitQ = Annotated[int, Query(ge=1, le=50)]
+
+# Module-level aliases: FastAPI resolves string annotations against the module's globals.
+Auth = Annotated[Caller, Depends(authenticated_caller)]
+Tag = Annotated[str | None, Query(max_length=63, description="Space key for this call only")]
+PageQ = Annotated[int, Query(ge=1)]
+LimitQ = Annotated[int, Query(ge=1, le=50)]
+
+
+def build_router(service: MemoryService) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["memory"])
 
     @router.get("/whoami", response_model=WhoAmIOut)

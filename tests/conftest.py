@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from memory_mcp.embedder.client import Embedder, make_embedder
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import APP_ROLE, OWNER_ROLE, EmbeddedPostgres
 from memory_mcp.store.migrate import run_migrations
+
+from memory_mcp.settings import Settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -21,8 +26,10 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pgdata"))
+def pg() -> Iterator[EmbeddedPostgres]:
+    # Not under pytest's tmp dir: that one is private to root, and PostgreSQL runs as its own user.
+    root = Path(tempfile.mkdtemp(prefix="memory-mcp-test-"))
+    server = EmbeddedPostgres(root)
     server.start()
     template_url = server.owner_url.replace("/memory_mcp?", f"/{TEMPLATE}?")
     with psycopg.connect(server.superuser_url.replace("+psycopg", ""), autocommit=True) as conn:
@@ -34,6 +41,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
     run_migrations(template_url, 384, APP_ROLE)
     yield server
     server.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def fresh_database(pg: EmbeddedPostgres) -> tuple[str, str]:
@@ -63,3 +71,11 @@ async def db(db_urls: tuple[str, str]) -> AsyncIterator[Database]:
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="session")
+async def embedder() -> AsyncIterator[Embedder]:
+    """The real packaged model, in-process, loaded once for the whole run."""
+    instance = await make_embedder(Settings(embedder="local"))
+    yield instance
+    await instance.aclose()

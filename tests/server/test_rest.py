@@ -1,0 +1,91 @@
+"""REST /v1: the same operations and rules as MCP, with HTTP statuses."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx2
+
+from tests.factories import make_key, make_space, make_user
+from tests.server.conftest import RunningServer, mcp_session
+
+
+async def test_rest_round_trip_and_errors(server: RunningServer) -> None:
+    await make_space(server.db, "docs")
+    await make_space(server.db, "ro")
+    await make_space(server.db, "hidden")
+    key = await make_key(
+        server.db, await make_user(server.db, "fay"), {"docs": "ReadWrite", "ro": "Read"}, "docs"
+    )
+    auth = {"Authorization": f"Bearer {key}"}
+    async with httpx2.AsyncClient(base_url=server.base, headers=auth) as http:
+        me = (await http.get("/v1/whoami")).json()
+        assert me["user"]["displayName"] == "Fay" and me["activeSpace"] == "docs"
+
+        saved = await http.post(
+            "/v1/memories", json={"content": "REST clients can save too.", "category": "api"}
+        )
+        assert saved.status_code == 200 and saved.json()["status"] == "saved"
+        memory = saved.json()["memory"]
+
+        found = (await http.get("/v1/search", params={"keyword": "REST clients"})).json()
+        assert [h["id"] for h in found["results"]] == [memory["id"]]
+        assert found["modes"] == ["keyword"]
+
+        listed = (await http.get("/v1/memories", params={"limit": 5})).json()
+        assert listed["pagination"]["limit"] == 5 and listed["memories"][0]["id"] == memory["id"]
+        docs = (await http.get("/v1/documents")).json()
+        doc = (await http.get(f"/v1/documents/{docs['documents'][0]['id']}")).json()
+        assert doc["content"] == "REST clients can save too."
+
+        spaces = (await http.get("/v1/spaces")).json()
+        assert {s["key"] for s in spaces["spaces"]} == {"docs", "ro"}
+        moved = await http.put("/v1/spaces/active", json={"space": "ro"})
+        assert moved.json()["activeSpace"] == "ro"
+
+        denied = await http.post("/v1/memories", json={"content": "Not allowed here."})
+        assert denied.status_code == 403 and "Read access to space 'ro'" in denied.json()["message"]
+        hidden = await http.get("/v1/memories", params={"containerTag": "hidden"})
+        missing = await http.get("/v1/memories", params={"containerTag": "no-such-space"})
+        assert hidden.status_code == missing.status_code == 404
+        assert hidden.json()["error"] == missing.json()["error"] == "SpaceNotFound"
+        assert (await http.get(f"/v1/documents/{uuid.uuid4()}")).status_code == 404
+        bad = await http.get("/v1/documents/not-a-uuid")
+        assert bad.status_code == 422 and bad.json()["field"] == "documentId"
+        assert (await http.get("/v1/memories", params={"limit": 51})).status_code == 422
+        empty = await http.get("/v1/search")
+        assert empty.status_code == 422 and empty.json()["field"] == "query"
+        secret = await http.post(
+            "/v1/memories", json={"content": "key AKIAIOSFODNN7EXAMPLF for prod", "containerTag": "docs"}
+        )
+        assert secret.status_code == 422 and "AWS" in secret.json()["message"]
+
+        forgot = await http.post(
+            "/v1/memories/forget", json={"content": memory["id"], "containerTag": "docs"}
+        )
+        assert forgot.json()["status"] == "forgotten" and forgot.json()["memory"]["updatedBy"] == "Fay"
+
+
+async def test_rest_and_mcp_share_one_implementation(server: RunningServer) -> None:
+    key = await make_key(
+        server.db, await make_user(server.db), {await make_space(server.db, "both"): "ReadWrite"}
+    )
+    async with httpx2.AsyncClient(base_url=server.base, headers={"Authorization": f"Bearer {key}"}) as http:
+        saved = (await http.post("/v1/memories", json={"content": "Saved over REST."})).json()["memory"]
+    async with mcp_session(server, key) as s:
+        listed = await s.ok("listMemories")
+    assert listed["memories"][0] == saved
+
+
+async def test_openapi_and_health(server: RunningServer) -> None:
+    async with httpx2.AsyncClient(base_url=server.base) as http:
+        spec = (await http.get("/openapi.json")).json()
+        assert {"/v1/whoami", "/v1/search", "/v1/memories", "/v1/documents/{document_id}"} <= set(
+            spec["paths"]
+        )
+        assert (await http.get("/docs")).status_code == 200
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+        ready = await http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        metrics = (await http.get("/metrics")).text
+        assert "memory_mcp_db_pool_size" in metrics
