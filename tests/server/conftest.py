@@ -93,6 +93,8 @@ class McpSession:
 
 @asynccontextmanager
 async def mcp_session(server: RunningServer, key: str) -> AsyncIterator[McpSession]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
-        async with Client(streamable_http_client(server.mcp_url, http_client=http)) as client:
-            yield McpSession(client)
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
+        Client(streamable_http_client(server.mcp_url, http_client=http)) as client,
+    ):
+        yield McpSession(client)
