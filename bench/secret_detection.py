@@ -1,0 +1,96 @@
+"""Credential detection benchmark: recall per kind, false positives, and throughput on 2,000-char texts.
+
+Run from the repository root: ``python -m bench.secret_detection [--seed N] [--seconds S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections import Counter
+
+from memory_mcp.store.secrets import find_secret
+
+from .secret_corpus import DEFAULT_SEED, acceptable_kinds, negative_samples, positive_samples
+
+MEMORY_LIMIT = 2000
+
+
+def _texts_of_memory_size(seed: int, count: int) -> list[str]:
+    """Texts of exactly 2,000 characters built from corpus sentences; one in ten ends in a secret.
+
+    Mostly prose, as saved memories are: that is the slow path, because every rule has to run to
+    the end of the text before the answer is "no secret".
+    """
+    rng = random.Random(seed)
+    negatives = negative_samples(seed)
+    positives = [text for text, _ in positive_samples(seed)]
+    texts = []
+    for i in range(count):
+        parts: list[str] = []
+        while sum(len(p) + 1 for p in parts) < MEMORY_LIMIT:
+            parts.append(rng.choice(negatives))
+        text = " ".join(parts)
+        if i % 10 == 0:
+            secret = rng.choice(positives)
+            text = text[: MEMORY_LIMIT - len(secret) - 1] + " " + secret
+        texts.append(text[:MEMORY_LIMIT])
+    return texts
+
+
+def _throughput(texts: list[str], seconds: float) -> float:
+    checks = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for text in texts:
+            find_secret(text)
+        checks += len(texts)
+    return checks / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--seconds", type=float, default=3.0, help="time spent measuring throughput")
+    args = parser.parse_args()
+
+    positives = positive_samples(args.seed)
+    negatives = negative_samples(args.seed)
+
+    per_kind: Counter[str] = Counter()
+    found: Counter[str] = Counter()
+    misses: list[tuple[str, str, str | None]] = []
+    for text, kind in positives:
+        per_kind[kind] += 1
+        match = find_secret(text)
+        if match is not None and match.kind in acceptable_kinds(kind):
+            found[kind] += 1
+        else:
+            misses.append((kind, match.kind if match else None, text))
+    false_positives = [(m.kind, text) for text in negatives if (m := find_secret(text)) is not None]
+
+    recall = sum(found.values()) / len(positives)
+    fp_rate = len(false_positives) / len(negatives)
+    print(f"positives: {len(positives)} of {len(per_kind)} kinds; negatives: {len(negatives)}")
+    print(f"recall: {recall:.4f}   (target >= 0.98)")
+    print(f"false-positive rate: {fp_rate:.4f}   (target <= 0.01)")
+    print("recall per kind:")
+    for kind in sorted(per_kind):
+        print(f"  {kind:28} {found[kind]:3}/{per_kind[kind]:<3} {found[kind] / per_kind[kind]:.2f}")
+    print(f"misses ({len(misses)}):")
+    for kind, got, text in misses:
+        print(f"  expected {kind}, got {got}: {text[:120]!r}")
+    print(f"false positives ({len(false_positives)}):")
+    for kind, text in false_positives:
+        print(f"  {kind}: {text[:120]!r}")
+
+    texts = _texts_of_memory_size(args.seed, 200)
+    rate = _throughput(texts, args.seconds)
+    print(
+        f"throughput: {rate:,.0f} checks/s on {MEMORY_LIMIT}-character texts ({1e6 / rate:.0f} µs per check)"
+    )
+
+
+if __name__ == "__main__":
+    main()
