@@ -107,6 +107,18 @@ runs the database, otherwise the external Secret the operator of the release pro
 {{- end }}
 {{- end }}
 
+{{/*
+A container command; with devReload it runs under watchfiles (shipped with ray[serve]), which
+restarts it when a synced source file under /app changes. Call with (dict "ctx" $ "args" (list ...)).
+*/}}
+{{- define "memory-mcp.command" -}}
+{{- if .ctx.Values.devReload }}
+{{- toYaml (list "watchfiles" "--filter" "python" "--target-type" "command" (join " " .args) "/app") }}
+{{- else }}
+{{- toYaml .args }}
+{{- end }}
+{{- end }}
+
 {{/* The writable scratch space every container gets: the root filesystem is read-only. */}}
 {{- define "memory-mcp.tmpVolume" -}}
 - name: tmp
