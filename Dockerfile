@@ -1,0 +1,53 @@
+# syntax=docker/dockerfile:1
+# One image for every component: `memory-mcp serve`, `operator`, `migrate`, `backfill` and the
+# Ray Serve embedder (KubeRay starts Ray inside it). Runs as a non-root user on a read-only root
+# filesystem: everything that writes (HOME, caches, Ray's session dir) lives under /tmp, which
+# the chart mounts as an emptyDir.
+FROM python:3.11-slim
+
+# torch is installed first and on its own, from the PyTorch CPU index, so that resolving the
+# package's dependencies finds it satisfied and never pulls a CUDA build. For GPU embedder workers,
+# build a variant with --build-arg TORCH_INDEX_URL=<a CUDA wheel index>.
+ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# "--editable" for the skaffold dev profile, whose file sync replaces sources under /app.
+ARG INSTALL_MODE=""
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HOME=/tmp/home \
+    XDG_CACHE_HOME=/tmp/cache \
+    HF_HOME=/tmp/cache/huggingface \
+    HF_HUB_OFFLINE=1 \
+    TORCH_HOME=/tmp/cache/torch \
+    MPLCONFIGDIR=/tmp/cache/matplotlib \
+    MEMORY_MCP_DATA_DIR=/tmp/memory-mcp
+
+# wget: KubeRay's health probes on Ray pods call it.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends wget \
+    && rm -rf /var/lib/apt/lists/*
+
+RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY memory_mcp ./memory_mcp
+COPY store ./store
+COPY server ./server
+COPY embedder ./embedder
+COPY operator ./operator
+# The check fails the build if resolving the package replaced the torch installed above.
+RUN pip install ${INSTALL_MODE} ".[ray,operator]" \
+    && python -c "import sys, torch; sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}')"
+
+RUN groupadd --system --gid 10001 memory \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /tmp/home --no-create-home memory \
+    && if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
+USER 10001:10001
+
+EXPOSE 8765 8080 8000
+ENTRYPOINT ["memory-mcp"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8765"]
