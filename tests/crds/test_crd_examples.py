@@ -6,7 +6,8 @@ import copy
 from typing import Any
 
 import pytest
-from crd_schema import load_crds, validation_errors
+
+from tests.crds.crd_schema import load_crds, validation_errors
 
 CRDS = load_crds()
 API_VERSION = "memory-mcp.io/v1alpha1"

@@ -6,7 +6,8 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from crd_schema import Schema, load_crds, structural_problems, version_schema, walk
+
+from tests.crds.crd_schema import Schema, load_crds, structural_problems, version_schema, walk
 
 CRDS = load_crds()
 KINDS = sorted(CRDS)
