@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from typing import Literal
 
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
@@ -296,7 +297,7 @@ class MemoryService:
         active = [s for s in summaries if s.active]
         others = sorted(
             (s for s in summaries if not s.active and s.last_activity is not None),
-            key=lambda s: s.last_activity,
+            key=lambda s: s.last_activity or datetime.min.replace(tzinfo=UTC),
             reverse=True,
         )[:3]
         return [await self._profile(identity.resolve_space(caller, s.space.key)) for s in active + others]
