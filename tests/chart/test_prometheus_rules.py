@@ -1,4 +1,5 @@
-"""The PrometheusRule groups pass `promtool check rules` and fire as intended (`promtool test rules`).
+"""The PrometheusRule groups pass `promtool check rules` and fire as intended (`promtool test rules`);
+the dashboard's queries are valid PromQL.
 
 promtool comes from Debian's `prometheus` package. Outside CI a missing promtool skips these
 tests; in CI (CI=true) it fails them, so that a missing install step cannot hide.
@@ -6,6 +7,7 @@ tests; in CI (CI=true) it fails them, so that a missing install step cannot hide
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,9 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.chart.chart_render import Renderer, one
+from tests.chart.chart_render import CHART_DIR, Renderer, one
 
 ALERT_TESTS = Path(__file__).with_name("alerts.test.yaml")
+# What Grafana substitutes before sending a query, with values that keep the query meaningful.
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$namespace": ".*"}
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +70,21 @@ def test_every_alert_has_a_unit_test(render: Renderer) -> None:
         if case["exp_alerts"]
     }
     assert declared == tested
+
+
+def test_dashboard_queries_are_valid_promql(promtool: str, tmp_path: Path) -> None:
+    dashboard = json.loads((CHART_DIR / "dashboards" / "memory-mcp.json").read_text())
+    rules = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for variable, value in GRAFANA_VARIABLES.items():
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, target["expr"]
+            rules.append({"record": f"dashboard:panel{panel['id']}:{target['refId'].lower()}", "expr": expr})
+    assert len(rules) >= 20
+    (tmp_path / "dashboard.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]})
+    )
+    result = run_promtool(promtool, "check", "rules", "dashboard.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
