@@ -204,6 +204,119 @@ def embedder(
     )
 
 
+@app.command()
+def apply(
+    filename: Annotated[
+        Path,
+        typer.Option(
+            "-f", "--filename", help="YAML file of Space, User and ApiKey objects ('-' reads stdin)"
+        ),
+    ],
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+    keys_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys-out", help='Write new keys to this file as JSON {"<ApiKey name>": "<key>"} (mode 0600)'
+        ),
+    ] = None,
+) -> None:
+    """Create or update spaces, users and API keys from manifests, without a cluster.
+
+    New keys are shown once (or written to --keys-out); applying the same file again changes nothing.
+    """
+    import sys
+
+    from memory_mcp.apply import ManifestError, apply_and_close, keys_file_content, load_manifests
+    from memory_mcp.database import prepare_database
+    from memory_mcp.store.errors import DatabaseSetupError
+
+    try:
+        text = sys.stdin.read() if str(filename) == "-" else filename.read_text()
+    except OSError as exc:
+        raise fail(f"cannot read {filename}: {exc.strerror}") from None
+    try:
+        manifests = load_manifests(text, "stdin" if str(filename) == "-" else str(filename))
+    except ManifestError as exc:
+        for problem in exc.problems:
+            console.print(f"[red]invalid:[/red] {problem}", highlight=False)
+        raise typer.Exit(1) from None
+    settings = load_settings(data_dir=data_dir, database_url=database_url)
+    try:
+        prepared = prepare_database(settings)
+    except DatabaseSetupError as exc:
+        raise fail(str(exc)) from None
+    try:
+        report = asyncio.run(apply_and_close(prepared.open(pool_size=2), manifests))
+    finally:
+        prepared.stop()
+    for result in report.results:
+        colour = "green" if result.outcome.ready else "red"
+        console.print(f"[{colour}]{result.describe()}[/{colour}]", highlight=False)
+    if keys_out is not None:
+        try:
+            write_secret_file(keys_out, keys_file_content(keys_out, report.new_keys))
+        except ManifestError as exc:
+            raise fail(exc.problems[0]) from None
+        console.print(f"{len(report.new_keys)} new key(s) written to {keys_out} (mode 0600)")
+    elif report.new_keys:
+        console.print("[bold]New API keys, shown once (store them now):[/bold]")
+        for name, key in report.new_keys.items():
+            print(f"{name}: {key}", flush=True)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def operator(
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+    host: Annotated[str, typer.Option(help="Address of /healthz and /metrics")] = "0.0.0.0",
+    port: Annotated[
+        int,
+        typer.Option(
+            envvar="MEMORY_MCP_OPERATOR_PORT", min=1, max=65535, help="Port of /healthz and /metrics"
+        ),
+    ] = 8080,
+    resync_seconds: Annotated[
+        float,
+        typer.Option(
+            envvar="MEMORY_MCP_OPERATOR_RESYNC_SECONDS",
+            min=1.0,
+            help="How often every object is re-checked for drift",
+        ),
+    ] = 60.0,
+    secret_namespaces: Annotated[
+        str | None,
+        typer.Option(
+            envvar="MEMORY_MCP_OPERATOR_SECRET_NAMESPACES",
+            help="Comma-separated namespaces ApiKey Secrets may be written to (default: any)",
+        ),
+    ] = None,
+) -> None:
+    """Run the Kubernetes operator for Space, User and ApiKey objects (needs the `operator` extra)."""
+    try:
+        from memory_mcp.operator.handlers import OperatorOptions
+        from memory_mcp.operator.main import run_operator
+    except ImportError as exc:
+        raise fail(
+            f"the operator needs kopf and kubernetes: pip install 'memory-mcp[operator]' ({exc})"
+        ) from None
+    from memory_mcp.logs import configure_logging
+    from memory_mcp.store.errors import DatabaseSetupError
+
+    settings = load_settings(data_dir=data_dir, database_url=database_url)
+    configure_logging(settings.log_level, settings.log_json)
+    namespaces = (
+        frozenset(n.strip() for n in secret_namespaces.split(",") if n.strip()) if secret_namespaces else None
+    )
+    options = OperatorOptions(resync_interval=resync_seconds, secret_namespaces=namespaces)
+    try:
+        run_operator(settings, host=host, port=port, options=options)
+    except DatabaseSetupError as exc:
+        raise fail(str(exc)) from None
+
+
 def main() -> None:
     app()
 

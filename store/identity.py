@@ -178,6 +178,39 @@ async def delete_space(db: Database, key: str, actor: str = "system") -> str | N
     return "Delete"
 
 
+async def missing_spaces(db: Database, space_keys: Sequence[str]) -> list[str]:
+    """The keys among ``space_keys`` that name no attached space, in the order given."""
+    async with db.transaction() as conn:
+        found = set(
+            (
+                await conn.execute(
+                    text("SELECT key FROM spaces WHERE key = ANY(:keys) AND detached_at IS NULL"),
+                    {"keys": list(space_keys)},
+                )
+            ).scalars()
+        )
+    return [k for k in space_keys if k not in found]
+
+
+async def space_counts(db: Database, key: str) -> tuple[int, int] | None:
+    """(live memories, documents) of an attached space, or None when it is absent."""
+    space = await get_space(db, key)
+    if space is None:
+        return None
+    async with db.transaction([space.id]) as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM memories WHERE space_id = :id AND is_latest "
+                    "AND forgotten_at IS NULL) AS memories, "
+                    "(SELECT count(*) FROM documents WHERE space_id = :id) AS documents"
+                ),
+                {"id": space.id},
+            )
+        ).one()
+    return int(row.memories), int(row.documents)
+
+
 # --- users --------------------------------------------------------------------------------------
 
 
@@ -293,11 +326,21 @@ async def create_key(
     default_space: str | None = None,
     expires_at: datetime | None = None,
     actor: str = "system",
+    plaintext: str | None = None,
+    rotation_generation: int | None = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key for user ``user`` (a user name); returns the key and its plaintext, shown once."""
+    """Create a key for user ``user`` (a user name); returns the key and its plaintext, shown once.
+
+    ``plaintext`` imports a key generated elsewhere (the operator writes a key to its Secret before
+    the database sees it); only its hash is stored. ``rotation_generation`` is recorded in the audit
+    trail so a later reconcile knows which declared generation the key was made for.
+    """
     validation.object_name(name)
     _check_grants(grants, default_space)
-    new = keys.generate_key()
+    new = keys.generate_key() if plaintext is None else _known_key(plaintext)
+    details: dict[str, Any] = {"user": user, "grants": {g.space: g.access.value for g in grants}}
+    if rotation_generation is not None:
+        details["rotationGeneration"] = rotation_generation
     async with db.transaction() as conn:
         owner = (await conn.execute(text("SELECT id FROM users WHERE name = :n"), {"n": user})).first()
         if owner is None:
@@ -322,15 +365,15 @@ async def create_key(
             )
         ).one()
         await _write_grants(conn, row.id, grants, ids)
-        await record(
-            conn,
-            actor,
-            "key.created",
-            "api_key",
-            name,
-            details={"user": user, "grants": {g.space: g.access.value for g in grants}},
-        )
+        await record(conn, actor, "key.created", "api_key", name, details=details)
     return _key(row), new.plaintext
+
+
+def _known_key(plaintext: str) -> keys.NewKey:
+    prefix = keys.prefix_of(plaintext)
+    if prefix is None:
+        raise ValidationError("key", "is not a Memory-MCP API key (expected mmk_<prefix>_<secret>)")
+    return keys.NewKey(plaintext=plaintext, prefix=prefix, hash=keys.hash_key(plaintext))
 
 
 async def _write_grants(
@@ -453,6 +496,65 @@ async def get_key(db: Database, name: str) -> tuple[ApiKey, dict[str, str]] | No
             )
         }
     return _key(row), grants
+
+
+async def set_key_secret(
+    db: Database,
+    name: str,
+    plaintext: str,
+    rotation_generation: int | None = None,
+    action: str = "key.rotated",
+    actor: str = "system",
+) -> bool:
+    """Make ``plaintext`` the key's secret (only its hash is stored) and lift any revocation.
+
+    The previous secret stops working at once. Returns False when the key already had exactly this
+    secret and was not revoked. ``action`` names the audit event: ``key.rotated`` for a new secret,
+    ``key.restored`` when a secret changed behind the declaring system's back is put back.
+    """
+    new = _known_key(plaintext)
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT id, prefix, key_hash, revoked_at FROM api_keys WHERE name = :n FOR UPDATE"),
+                {"n": name},
+            )
+        ).first()
+        if row is None:
+            raise NotFound("api key", name)
+        if row.prefix == new.prefix and keys.matches(plaintext, row.key_hash) and row.revoked_at is None:
+            return False
+        await conn.execute(
+            text(
+                "UPDATE api_keys SET prefix = :p, key_hash = :h, revoked_at = NULL, updated_at = now() "
+                "WHERE id = :k"
+            ),
+            {"p": new.prefix, "h": new.hash, "k": row.id},
+        )
+        details = {} if rotation_generation is None else {"rotationGeneration": rotation_generation}
+        await record(conn, actor, action, "api_key", name, details=details)
+    return True
+
+
+async def key_rotation_generation(db: Database, name: str) -> int:
+    """The declared rotation generation the key's current secret was made for (0 when none was given).
+
+    Read from the audit trail, which records it with every secret a key receives; used where no
+    other copy of the key exists (``memory-mcp apply``), so that re-applying does not rotate again.
+    """
+    async with db.transaction() as conn:
+        value = (
+            await conn.execute(
+                text(
+                    "SELECT details->>'rotationGeneration' FROM audit_events "
+                    "WHERE target_type = 'api_key' AND target_id = :n "
+                    "AND action IN ('key.created', 'key.rotated', 'key.restored') "
+                    "ORDER BY id DESC LIMIT 1"
+                ),
+                {"n": name},
+            )
+        ).scalar()
+    return int(value) if value is not None else 0
 
 
 # --- authentication and space resolution --------------------------------------------------------

@@ -1,0 +1,128 @@
+"""Run the operator: open the database, run kopf cluster-wide, serve /healthz and /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+from aiohttp import web
+from memory_mcp.store.db import Database
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from memory_mcp.database import prepare_database
+from memory_mcp.settings import Settings
+
+from .handlers import OperatorContext, OperatorOptions, build_registry
+
+log = logging.getLogger(__name__)
+
+FINALIZER = "memory-mcp.io/finalizer"
+ANNOTATION_PREFIX = "memory-mcp.io"
+
+
+def operator_settings() -> kopf.OperatorSettings:
+    """kopf settings: our own finalizer and annotation names, and no status fields of kopf's own."""
+    settings = kopf.OperatorSettings()
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
+    )
+    # kopf logs every handler run at INFO; posting those as Events would add one per object per
+    # resync. The handlers post the Events that matter themselves.
+    settings.posting.level = logging.WARNING
+    # Reconnect watches now and then, so a silently dropped connection cannot stall the operator.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    return settings
+
+
+async def serve_probes(host: str, port: int, ready: asyncio.Event) -> web.AppRunner:
+    """``/healthz`` (200 once kopf has started) and ``/metrics`` (Prometheus text format)."""
+
+    async def healthz(request: web.Request) -> web.Response:
+        if ready.is_set():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="starting\n")
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def operate(
+    db: Database,
+    core_api: Any,
+    options: OperatorOptions | None = None,
+    *,
+    login: Callable[..., Any] | None = None,
+    probe_host: str = "0.0.0.0",
+    probe_port: int | None = None,
+    stop_flag: asyncio.Future[Any] | asyncio.Event | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Run kopf cluster-wide over ``db`` until ``stop_flag`` (or SIGINT/SIGTERM).
+
+    ``core_api`` is a ``kubernetes`` ``CoreV1Api`` for Secrets; ``login`` defaults to kopf's login
+    through the same client's configuration (in-cluster service account or kubeconfig).
+    """
+    ctx = OperatorContext(db, core_api, options or OperatorOptions())
+    registry = build_registry(ctx)
+    kopf.on.login(registry=registry)(login or kopf.login_via_client)
+    ready = ready or asyncio.Event()
+    runner = await serve_probes(probe_host, probe_port, ready) if probe_port is not None else None
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=operator_settings(),
+            clusterwide=True,
+            standalone=True,  # one replica (Recreate); no peering objects to manage
+            stop_flag=stop_flag,
+            ready_flag=ready,
+        )
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+
+
+def kubernetes_core_api() -> Any:
+    """A CoreV1Api from the in-cluster service account, else from the local kubeconfig."""
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.CoreV1Api()
+
+
+def run_operator(
+    settings: Settings,
+    *,
+    host: str = "0.0.0.0",
+    port: int = 8080,
+    options: OperatorOptions | None = None,
+) -> None:
+    """Prepare the database (embedded or ``settings.database_url``) and run the operator until stopped."""
+    prepared = prepare_database(settings)
+    try:
+        asyncio.run(_run(prepared.open(settings.db_pool_size), host, port, options))
+    finally:
+        prepared.stop()
+
+
+async def _run(db: Database, host: str, port: int, options: OperatorOptions | None) -> None:
+    try:
+        await operate(db, kubernetes_core_api(), options, probe_host=host, probe_port=port)
+    finally:
+        await db.close()

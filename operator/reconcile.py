@@ -1,0 +1,392 @@
+"""Reconcilers: make the database match a declared Space, User or ApiKey, and undo them on deletion.
+
+Plain async functions over :class:`~memory_mcp.store.db.Database`, shared by the kopf handlers and
+``memory-mcp apply``. Each is idempotent: a second run with the same spec changes nothing and
+reports no changes. They return an :class:`Outcome` instead of raising for anything a person can
+fix in the spec; unexpected failures (the database is down) propagate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from memory_mcp.store import identity, keys, validation
+from memory_mcp.store.db import Database
+from memory_mcp.store.errors import Conflict, NotFound, SpaceNotFound, ValidationError
+from memory_mcp.store.models import User
+
+from .outcome import CONFLICT, DELETED, RECONCILED, RETAINED, SPACE_NOT_FOUND, USER_NOT_FOUND, Outcome
+from .secrets import SecretStore, SecretStoreError, StoredKey
+from .specs import ApiKeySpec, SpaceSpec, UserSpec
+
+DEFAULT_ACTOR = "operator"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# --- Space --------------------------------------------------------------------------------------
+
+
+async def reconcile_space(
+    db: Database, name: str, spec: Mapping[str, Any], actor: str = DEFAULT_ACTOR
+) -> Outcome:
+    """Create, update or re-attach the space named ``name`` (its key) as ``spec`` declares."""
+    try:
+        validation.space_key(name, "metadata.name")
+        wanted = SpaceSpec.parse(spec)
+    except ValidationError as exc:
+        return Outcome.invalid(exc)
+    before = await identity.get_space(db, name)
+    _, changed = await identity.upsert_space(
+        db,
+        name,
+        wanted.display_name,
+        wanted.description,
+        wanted.deletion_policy,
+        wanted.max_memories,
+        wanted.max_documents,
+        actor=actor,
+    )
+    counts = await identity.space_counts(db, name)
+    memories, documents = counts or (0, 0)
+    changes: tuple[str, ...] = ()
+    if changed and before is not None:
+        changes = (f"updated space '{name}'",)
+    elif changed and (memories or documents):
+        changes = (
+            f"restored retained space '{name}' with {_plural(memories, 'memory')} "
+            f"and {_plural(documents, 'document')}",
+        )
+    elif changed:
+        changes = (f"created space '{name}'",)
+    return Outcome(
+        True,
+        RECONCILED,
+        f"Space '{name}' is in place (deletion policy {wanted.deletion_policy}).",
+        changes,
+        status={"memoryCount": memories, "documentCount": documents},
+    )
+
+
+async def remove_space(
+    db: Database, name: str, spec: Mapping[str, Any], actor: str = DEFAULT_ACTOR
+) -> Outcome:
+    """The Space object is gone: honour its deletionPolicy (Retain detaches, Delete removes data)."""
+    try:
+        wanted: SpaceSpec | None = SpaceSpec.parse(spec)
+    except ValidationError:
+        wanted = None  # a broken spec must not block deletion: the stored policy applies
+    current = await identity.get_space(db, name)
+    if wanted is not None and current is not None and current.deletion_policy != wanted.deletion_policy:
+        # The policy declared last wins, even if the update that changed it was never reconciled.
+        await identity.upsert_space(
+            db,
+            name,
+            wanted.display_name,
+            wanted.description,
+            wanted.deletion_policy,
+            wanted.max_memories,
+            wanted.max_documents,
+            actor=actor,
+        )
+    applied = await identity.delete_space(db, name, actor=actor)
+    if applied is None:
+        return Outcome(True, DELETED, f"Space '{name}' was already absent from the database.")
+    if applied == "Retain":
+        return Outcome(
+            True,
+            RETAINED,
+            f"Space '{name}' was detached and its memories and documents kept (deletionPolicy Retain); "
+            "declaring it again restores them.",
+            (f"detached space '{name}', keeping its data",),
+        )
+    return Outcome(
+        True,
+        DELETED,
+        f"Space '{name}' was deleted with its memories and documents (deletionPolicy Delete).",
+        (f"deleted space '{name}' and its data",),
+    )
+
+
+# --- User ---------------------------------------------------------------------------------------
+
+
+def _user_changes(before: User | None, after: User) -> tuple[str, ...]:
+    if before is None:
+        state = "" if after.active else ", deactivated"
+        return (f"created user '{after.name}' ({after.role.value}{state})",)
+    changes = []
+    if before.active and not after.active:
+        changes.append(f"deactivated user '{after.name}': none of their keys work any more")
+    elif after.active and not before.active:
+        changes.append(f"activated user '{after.name}'")
+    if before.role != after.role:
+        changes.append(f"changed the role of '{after.name}' from {before.role.value} to {after.role.value}")
+    if (before.email, before.display_name) != (after.email, after.display_name):
+        changes.append(f"updated the email or display name of '{after.name}'")
+    return tuple(changes)
+
+
+async def reconcile_user(
+    db: Database, name: str, spec: Mapping[str, Any], actor: str = DEFAULT_ACTOR
+) -> Outcome:
+    """Create or update the user ``name``; deactivation and role changes apply to their keys at once."""
+    try:
+        validation.object_name(name, "metadata.name")
+        wanted = UserSpec.parse(spec)
+    except ValidationError as exc:
+        return Outcome.invalid(exc)
+    before = await identity.get_user(db, name)
+    try:
+        user, _ = await identity.upsert_user(
+            db, name, wanted.email, wanted.display_name, wanted.role, wanted.active, actor=actor
+        )
+    except Conflict as exc:
+        return Outcome(False, CONFLICT, f"{exc}; give each User its own email address.")
+    state = f"active as {user.role.value}" if user.active else "deactivated: none of their keys work"
+    return Outcome(
+        True,
+        RECONCILED,
+        f"User '{name}' is {state}.",
+        _user_changes(before, user),
+        status={"userId": str(user.id)},
+    )
+
+
+async def remove_user(db: Database, name: str, actor: str = DEFAULT_ACTOR) -> Outcome:
+    """The User object is gone: remove the user and their keys (what they wrote stays)."""
+    if await identity.delete_user(db, name, actor=actor):
+        return Outcome(
+            True, DELETED, f"User '{name}' and their keys were removed.", (f"removed user '{name}'",)
+        )
+    return Outcome(True, DELETED, f"User '{name}' was already absent from the database.")
+
+
+# --- ApiKey -------------------------------------------------------------------------------------
+
+
+def _grants_text(grants: Mapping[str, str]) -> str:
+    return ", ".join(f"{space}={access}" for space, access in sorted(grants.items())) or "none"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+class _KeyRun:
+    """One ApiKey reconcile: the parsed spec, the store, and what this run changed."""
+
+    def __init__(self, db: Database, name: str, spec: ApiKeySpec, secrets: SecretStore, actor: str) -> None:
+        self.db, self.name, self.spec, self.secrets, self.actor = db, name, spec, secrets, actor
+        self.changes: list[str] = []
+        self.issued: str | None = None
+        self.generation = spec.rotation_generation
+        self.generated_at: datetime | None = None
+
+    async def issue(self, *, create: bool, why: str) -> None:
+        """Generate a key, put it in the store first (so a crash never leaves a hash without its
+        plaintext), then store its hash."""
+        new = keys.generate_key()
+        self.generated_at = _now()
+        self.generation = self.spec.rotation_generation
+        await self.secrets.write(
+            self.spec.secret_ref, StoredKey(new.plaintext, self.generation, self.generated_at)
+        )
+        if create:
+            await identity.create_key(
+                self.db,
+                self.name,
+                self.spec.user,
+                self.spec.grants,
+                self.spec.default_space,
+                self.spec.expires_at,
+                actor=self.actor,
+                plaintext=new.plaintext,
+                rotation_generation=self.generation,
+            )
+        else:
+            await identity.set_key_secret(
+                self.db, self.name, new.plaintext, self.generation, "key.rotated", self.actor
+            )
+        self.issued = new.plaintext
+        self.changes.append(why)
+
+    async def create(self, stored: StoredKey | None) -> None:
+        if stored is None:
+            await self.issue(create=True, why=f"issued a new key for user '{self.spec.user}'")
+            return
+        # Drift repair: the row is gone but the key people use still exists; bring back its hash.
+        await identity.create_key(
+            self.db,
+            self.name,
+            self.spec.user,
+            self.spec.grants,
+            self.spec.default_space,
+            self.spec.expires_at,
+            actor=self.actor,
+            plaintext=stored.plaintext,
+            rotation_generation=stored.rotation_generation,
+        )
+        self.generation, self.generated_at = stored.rotation_generation, stored.generated_at
+        self.changes.append(f"restored the key from Secret {self.spec.secret_ref}; the database had lost it")
+        await self.rotate_if_asked(stored.rotation_generation)
+
+    async def update(self, grants_before: Mapping[str, str], stored: StoredKey | None) -> None:
+        wanted = {g.space: g.access.value for g in self.spec.grants}
+        if await identity.update_key(
+            self.db, self.name, self.spec.grants, self.spec.default_space, self.spec.expires_at, self.actor
+        ):
+            if dict(grants_before) != wanted:
+                self.changes.append(
+                    f"set grants to {_grants_text(wanted)} (were {_grants_text(grants_before)})"
+                )
+            else:
+                self.changes.append("updated the default space or expiry")
+        if stored is not None:
+            self.generation, self.generated_at = stored.rotation_generation, stored.generated_at
+            if not await self.rotate_if_asked(stored.rotation_generation) and await identity.set_key_secret(
+                self.db, self.name, stored.plaintext, stored.rotation_generation, "key.restored", self.actor
+            ):
+                self.changes.append(
+                    f"restored the key held in Secret {self.spec.secret_ref}; "
+                    "the database had another or a revoked one"
+                )
+        elif self.secrets.holds_keys:
+            await self.issue(
+                create=False,
+                why=f"issued a new key because Secret {self.spec.secret_ref} was gone; the old key stopped working",
+            )
+        else:
+            self.generation = await identity.key_rotation_generation(self.db, self.name)
+            await self.rotate_if_asked(self.generation)
+
+    async def rotate_if_asked(self, current: int) -> bool:
+        if self.spec.rotation_generation <= current:
+            return False
+        await self.issue(
+            create=False,
+            why=f"rotated the key (rotationGeneration {current} -> {self.spec.rotation_generation})",
+        )
+        return True
+
+
+async def reconcile_apikey(
+    db: Database,
+    name: str,
+    spec: Mapping[str, Any],
+    secrets: SecretStore,
+    actor: str = DEFAULT_ACTOR,
+) -> Outcome:
+    """Make the key ``name`` exist with exactly the declared grants, default space and expiry.
+
+    The key is generated once and written only to ``secrets``; the database stores its hash. A
+    later reconcile never regenerates it, except when ``rotationGeneration`` goes up or (for a
+    store that holds keys) the stored key is gone. A row missing from the database while the store
+    still holds the key is repaired by importing that key's hash, not by rotating.
+    """
+    try:
+        validation.object_name(name, "metadata.name")
+        wanted = ApiKeySpec.parse(spec)
+    except ValidationError as exc:
+        return Outcome.invalid(exc)
+    user = await identity.get_user(db, wanted.user)
+    if user is None:
+        return Outcome(
+            False,
+            USER_NOT_FOUND,
+            f"User '{wanted.user}' does not exist; declare it and this key follows.",
+            retry=True,
+        )
+    missing = await identity.missing_spaces(db, [g.space for g in wanted.grants])
+    if missing:
+        return _space_not_found(missing)
+    try:
+        stored = await secrets.read(wanted.secret_ref)
+        if stored is not None and keys.prefix_of(stored.plaintext) is None:
+            stored = None  # not one of our keys (edited by hand): treat the key as lost
+        existing = await identity.get_key(db, name)
+        run = _KeyRun(db, name, wanted, secrets, actor)
+        if existing is None:
+            await run.create(stored)
+        elif existing[0].user_id != user.id:
+            return Outcome(
+                False,
+                CONFLICT,
+                f"An API key named '{name}' already exists for another user; the user of a key "
+                "cannot change, so delete that key or choose another name.",
+            )
+        else:
+            await run.update(existing[1], stored)
+    except SecretStoreError as exc:
+        return Outcome(False, exc.reason, exc.message, retry=True)
+    except SpaceNotFound as exc:  # detached between the check above and the write
+        return _space_not_found([exc.key])
+    except NotFound as exc:  # the user was removed between the check above and the write
+        return Outcome(False, USER_NOT_FOUND, f"{exc}; declare it and this key follows.", retry=True)
+    except ValidationError as exc:
+        return Outcome.invalid(exc)
+    return await _key_outcome(db, name, wanted, user, run)
+
+
+def _space_not_found(missing: list[str]) -> Outcome:
+    names = ", ".join(f"'{m}'" for m in missing)
+    verb = "does" if len(missing) == 1 else "do"
+    return Outcome(
+        False,
+        SPACE_NOT_FOUND,
+        f"Granted space {names} {verb} not exist; declare it as a Space and this key follows.",
+        retry=True,
+    )
+
+
+async def _key_outcome(db: Database, name: str, wanted: ApiKeySpec, user: User, run: _KeyRun) -> Outcome:
+    found = await identity.get_key(db, name)
+    assert found is not None, "the key was written above"
+    key, grants = found
+    notes = []
+    if not user.active:
+        notes.append(f"user '{user.name}' is deactivated, so the key does not authenticate")
+    if wanted.expires_at is not None and wanted.expires_at <= datetime.now(UTC):
+        notes.append(f"it expired at {wanted.expires_at.isoformat()}")
+    message = f"Key '{name}' of user '{user.name}' grants {_grants_text(grants)}."
+    if notes:
+        message = message[:-1] + "; " + " and ".join(notes) + "."
+    status: dict[str, Any] = {
+        "keyId": str(key.id),
+        "keyPrefix": key.prefix,
+        "secretName": wanted.secret_ref.name,
+        "rotationGeneration": run.generation,
+    }
+    if run.generated_at is not None:
+        status["lastRotated"] = run.generated_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Outcome(True, RECONCILED, message, tuple(run.changes), new_key=run.issued, status=status)
+
+
+async def remove_apikey(
+    db: Database,
+    name: str,
+    spec: Mapping[str, Any],
+    secrets: SecretStore,
+    actor: str = DEFAULT_ACTOR,
+) -> Outcome:
+    """The ApiKey object is gone: delete the key (it stops working) and its Secret."""
+    changes = []
+    if await identity.delete_key(db, name, actor=actor):
+        changes.append(f"deleted key '{name}'")
+    try:
+        ref = ApiKeySpec.parse(spec).secret_ref
+    except ValidationError:
+        ref = None
+    note = ""
+    try:
+        if ref is not None and await secrets.delete(ref):
+            changes.append(f"deleted Secret {ref}")
+    except SecretStoreError as exc:
+        # The key no longer works either way; the Secret's owner reference lets Kubernetes collect it.
+        note = f" The Secret was left for garbage collection: {exc.message}"
+    message = f"Key '{name}' was deleted." if changes else f"Key '{name}' was already absent."
+    return Outcome(True, DELETED, message + note, tuple(changes))

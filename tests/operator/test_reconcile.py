@@ -1,0 +1,235 @@
+"""The reconcilers on their own, against the real database: idempotence, errors, deletion policies.
+
+The secret store here is the one ``memory-mcp apply`` uses (keys in memory); the Kubernetes
+Secret store is exercised through the real operator in test_operator_*.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from memory_mcp.apply import MemoryKeyStore
+from memory_mcp.operator.reconcile import (
+    reconcile_apikey,
+    reconcile_space,
+    reconcile_user,
+    remove_apikey,
+    remove_space,
+    remove_user,
+)
+from memory_mcp.operator.secrets import SecretRef
+from memory_mcp.store import identity, memories
+from memory_mcp.store.db import Database
+from memory_mcp.store.errors import AuthenticationFailed
+
+SPACE = {"displayName": "Team Alpha", "description": "What team alpha knows", "deletionPolicy": "Retain"}
+USER = {"email": "ada@example.com", "displayName": "Ada Lovelace", "role": "Writer"}
+
+
+def key_spec(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "user": "ada",
+        "grants": [{"space": "alpha", "access": "ReadWrite"}],
+        "defaultSpace": "alpha",
+        "secretRef": {"namespace": "agents", "name": "ada-key"},
+    }
+    spec.update(overrides)
+    return spec
+
+
+async def declare_basics(db: Database) -> None:
+    assert (await reconcile_space(db, "alpha", SPACE)).ready
+    assert (await reconcile_user(db, "ada", USER)).ready
+
+
+async def test_space_twice_changes_nothing_the_second_time(db: Database) -> None:
+    first = await reconcile_space(db, "alpha", SPACE)
+    assert (first.ready, first.reason, first.changes) == (True, "Reconciled", ("created space 'alpha'",))
+    assert first.status == {"memoryCount": 0, "documentCount": 0}
+    second = await reconcile_space(db, "alpha", SPACE)
+    assert second.ready and not second.changed
+    updated = await reconcile_space(db, "alpha", {**SPACE, "displayName": "Team A"})
+    assert updated.changes == ("updated space 'alpha'",)
+    space = await identity.get_space(db, "alpha")
+    assert space is not None and space.display_name == "Team A"
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "field"),
+    [
+        ("alpha", {**SPACE, "deletionPolicy": "Keep"}, "spec.deletionPolicy"),
+        ("alpha", {"description": "no display name"}, "spec.displayName"),
+        ("alpha", {**SPACE, "quotas": {}}, "spec.quotas"),
+        ("Alpha_Team", SPACE, "metadata.name"),
+    ],
+)
+async def test_invalid_space_names_the_field(db: Database, name: str, spec: dict[str, Any], field: str) -> None:
+    outcome = await reconcile_space(db, name, spec)
+    assert (outcome.ready, outcome.reason) == (False, "InvalidSpec")
+    assert outcome.message.startswith(f"{field}: ")
+    assert await identity.get_space(db, name) is None
+
+
+async def test_key_is_issued_once_and_grants_follow_the_spec(db: Database) -> None:
+    await declare_basics(db)
+    await reconcile_space(db, "handbook", {"displayName": "Handbook"})
+    store = MemoryKeyStore()
+    first = await reconcile_apikey(db, "ada-laptop", key_spec(), store)
+    assert first.ready and first.new_key is not None
+    assert first.changes == ("issued a new key for user 'ada'",)
+    assert first.status["keyPrefix"] == first.new_key.split("_")[1]
+    assert store.keys[SecretRef("agents", "ada-key")].plaintext == first.new_key
+    caller = await identity.authenticate(db, first.new_key)
+    assert {g.space.key: g.access.value for g in caller.grants} == {"alpha": "ReadWrite"}
+
+    again = await reconcile_apikey(db, "ada-laptop", key_spec(), store)
+    assert again.ready and again.new_key is None and not again.changed
+
+    grants = [{"space": "alpha", "access": "Read"}, {"space": "handbook", "access": "Read"}]
+    changed = await reconcile_apikey(db, "ada-laptop", key_spec(grants=grants), store)
+    assert changed.new_key is None
+    assert changed.changes == ("set grants to alpha=Read, handbook=Read (were alpha=ReadWrite)",)
+    caller = await identity.authenticate(db, first.new_key)
+    assert {g.space.key: g.access.value for g in caller.grants} == {"alpha": "Read", "handbook": "Read"}
+
+
+async def test_rotation_without_a_key_store_happens_once_per_generation(db: Database) -> None:
+    await declare_basics(db)
+    old = (await reconcile_apikey(db, "k", key_spec(), MemoryKeyStore())).new_key
+    assert old is not None
+    rotated = await reconcile_apikey(db, "k", key_spec(rotationGeneration=1), MemoryKeyStore())
+    assert rotated.new_key not in (None, old)
+    assert rotated.changes == ("rotated the key (rotationGeneration 0 -> 1)",)
+    assert rotated.status["rotationGeneration"] == 1
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, old)
+    assert rotated.new_key is not None
+    await identity.authenticate(db, rotated.new_key)
+    # A fresh store knows nothing, as in a second `apply`: the database remembers the generation.
+    again = await reconcile_apikey(db, "k", key_spec(rotationGeneration=1), MemoryKeyStore())
+    assert again.new_key is None and not again.changed
+
+
+async def test_a_lost_row_is_restored_from_the_stored_key(db: Database) -> None:
+    await declare_basics(db)
+    store = MemoryKeyStore()
+    key = (await reconcile_apikey(db, "k", key_spec(), store)).new_key
+    assert key is not None
+    assert await identity.delete_key(db, "k")
+    repaired = await reconcile_apikey(db, "k", key_spec(), store)
+    assert repaired.new_key is None
+    assert repaired.changes == ("restored the key from Secret agents/ada-key; the database had lost it",)
+    assert (await identity.authenticate(db, key)).key.name == "k"
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason", "message"),
+    [
+        (key_spec(user="grace"), "UserNotFound", "User 'grace' does not exist"),
+        (
+            key_spec(grants=[{"space": "alpha", "access": "Read"}, {"space": "beta", "access": "Read"}]),
+            "SpaceNotFound",
+            "Granted space 'beta' does not exist",
+        ),
+        (key_spec(defaultSpace="beta"), "InvalidSpec", "spec.defaultSpace: 'beta' must be one of the granted"),
+        (key_spec(grants=[{"space": "alpha", "access": "Write"}]), "InvalidSpec", "spec.grants[0].access: must be"),
+        (key_spec(grants=[]), "InvalidSpec", "spec.grants: must list at least one"),
+        (key_spec(expiresAt="next tuesday"), "InvalidSpec", "spec.expiresAt: must be an RFC 3339"),
+        (key_spec(secretRef={"namespace": "agents"}), "InvalidSpec", "spec.secretRef.name"),
+    ],
+)
+async def test_apikey_refusals_are_clear(db: Database, spec: dict[str, Any], reason: str, message: str) -> None:
+    await declare_basics(db)
+    store = MemoryKeyStore()
+    outcome = await reconcile_apikey(db, "k", spec, store)
+    assert (outcome.ready, outcome.reason) == (False, reason)
+    assert outcome.message.startswith(message)
+    assert outcome.retry == (reason in ("UserNotFound", "SpaceNotFound"))
+    assert outcome.new_key is None and not store.keys
+    assert await identity.get_key(db, "k") is None
+
+
+async def test_a_missing_space_is_waited_for(db: Database) -> None:
+    await reconcile_user(db, "ada", USER)
+    waiting = await reconcile_apikey(db, "k", key_spec(), MemoryKeyStore())
+    assert (waiting.reason, waiting.retry) == ("SpaceNotFound", True)
+    await reconcile_space(db, "alpha", SPACE)
+    ready = await reconcile_apikey(db, "k", key_spec(), MemoryKeyStore())
+    assert ready.ready and ready.new_key is not None
+
+
+async def test_user_deactivation_stops_keys_and_is_idempotent(db: Database) -> None:
+    await declare_basics(db)
+    key = (await reconcile_apikey(db, "k", key_spec(), MemoryKeyStore())).new_key
+    assert key is not None
+    off = await reconcile_user(db, "ada", {**USER, "active": False})
+    assert off.changes == ("deactivated user 'ada': none of their keys work any more",)
+    assert off.message == "User 'ada' is deactivated: none of their keys work."
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, key)
+    assert not (await reconcile_user(db, "ada", {**USER, "active": False})).changed
+    key_status = await reconcile_apikey(db, "k", key_spec(), MemoryKeyStore())
+    assert key_status.ready and "deactivated" in key_status.message
+    demoted = await reconcile_user(db, "ada", {**USER, "role": "Reader"})
+    assert demoted.changes == (
+        "activated user 'ada'",
+        "changed the role of 'ada' from Writer to Reader",
+    )
+    caller = await identity.authenticate(db, key)
+    assert caller.grants[0].effective.value == "Read"
+
+
+async def test_user_defaults_and_email_conflict(db: Database) -> None:
+    created = await reconcile_user(db, "ada", {"email": "ada@example.com", "displayName": "Ada"})
+    assert created.changes == ("created user 'ada' (Reader)",)
+    clash = await reconcile_user(db, "grace", {"email": "ada@example.com", "displayName": "Grace"})
+    assert (clash.ready, clash.reason) == (False, "Conflict")
+    assert "already belongs to user 'ada'" in clash.message
+    removed = await remove_user(db, "ada")
+    assert removed.changed and await identity.get_user(db, "ada") is None
+    assert not (await remove_user(db, "ada")).changed
+
+
+async def seed_memory(db: Database) -> None:
+    await reconcile_user(db, "ada", USER)
+    key = (await reconcile_apikey(db, "k", key_spec(), MemoryKeyStore())).new_key
+    assert key is not None
+    caller = await identity.authenticate(db, key)
+    await memories.save_memory(db, identity.resolve_space(caller, "alpha"), "The build runs nightly at 02:00.")
+
+
+async def test_retain_detaches_and_redeclaring_restores(db: Database) -> None:
+    await reconcile_space(db, "alpha", SPACE)
+    await seed_memory(db)
+    gone = await remove_space(db, "alpha", SPACE)
+    assert (gone.reason, gone.changed) == ("Retained", True)
+    assert await identity.get_space(db, "alpha") is None
+    back = await reconcile_space(db, "alpha", SPACE)
+    assert back.changes == ("restored retained space 'alpha' with 1 memory and 1 document",)
+    assert back.status == {"memoryCount": 1, "documentCount": 1}
+
+
+async def test_delete_policy_removes_the_data(db: Database) -> None:
+    await reconcile_space(db, "alpha", SPACE)
+    await seed_memory(db)
+    # The policy declared last applies even if the change was never reconciled.
+    gone = await remove_space(db, "alpha", {**SPACE, "deletionPolicy": "Delete"})
+    assert (gone.reason, gone.changed) == ("Deleted", True)
+    back = await reconcile_space(db, "alpha", SPACE)
+    assert back.changes == ("created space 'alpha'",)
+    assert back.status == {"memoryCount": 0, "documentCount": 0}
+    assert not (await remove_space(db, "missing", SPACE)).changed
+
+
+async def test_removing_a_key_stops_it_and_drops_the_stored_copy(db: Database) -> None:
+    await declare_basics(db)
+    store = MemoryKeyStore()
+    key = (await reconcile_apikey(db, "k", key_spec(), store)).new_key
+    assert key is not None
+    removed = await remove_apikey(db, "k", key_spec(), store)
+    assert removed.changes == ("deleted key 'k'", "deleted Secret agents/ada-key")
+    assert not store.keys
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, key)
+    assert not (await remove_apikey(db, "k", key_spec(), store)).changed
