@@ -60,7 +60,7 @@ def main() -> None:
 
     per_kind: Counter[str] = Counter()
     found: Counter[str] = Counter()
-    misses: list[tuple[str, str, str | None]] = []
+    misses: list[tuple[str, str | None, str]] = []
     for text, kind in positives:
         per_kind[kind] += 1
         match = find_secret(text)
@@ -82,8 +82,8 @@ def main() -> None:
     for kind, got, text in misses:
         print(f"  expected {kind}, got {got}: {text[:120]!r}")
     print(f"false positives ({len(false_positives)}):")
-    for kind, text in false_positives:
-        print(f"  {kind}: {text[:120]!r}")
+    for found_kind, text in false_positives:
+        print(f"  {found_kind}: {text[:120]!r}")
 
     texts = _texts_of_memory_size(args.seed, 200)
     rate = _throughput(texts, args.seconds)
