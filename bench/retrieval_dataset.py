@@ -121,8 +121,8 @@ _TEAMS: tuple[_Team, ...] = (
                 "product manager",
                 "QA engineer",
             ),
-            "de": ("Backend-Entwicklerin", "Produktmanager", "Buchhalterin", "Teamleiter"),
-            "it": ("analista dei pagamenti", "sviluppatore backend", "product manager"),
+            "de": ("die Backend-Entwicklung", "das Produktmanagement", "die Buchhaltung", "die Teamleitung"),
+            "it": ("analista dei pagamenti", "responsabile del backend", "product manager"),
         },
         ("checkout", "ledger", "billing-api", "payout-worker", "fraud-scorer"),
         "PAY",
@@ -149,8 +149,8 @@ _TEAMS: tuple[_Team, ...] = (
                 "security engineer",
                 "database administrator",
             ),
-            "de": ("Systemadministrator", "Plattform-Ingenieurin"),
-            "it": ("ingegnere di piattaforma", "sistemista"),
+            "de": ("die Systemadministration", "den Plattformbetrieb"),
+            "it": ("responsabile della piattaforma", "sistemista"),
         },
         ("ingest", "search", "gateway", "scheduler", "object-store"),
         "OPS",
@@ -173,13 +173,13 @@ _TEAMS: tuple[_Team, ...] = (
         {
             "en": ("warehouse manager", "logistics planner", "operations analyst"),
             "de": (
-                "Lagerleiterin",
-                "Schichtleiter",
-                "Disponentin",
-                "Fachkraft für Lagerlogistik",
-                "Einkäufer",
+                "die Lagerleitung",
+                "die Schichtleitung",
+                "die Disposition",
+                "die Lagerlogistik",
+                "den Einkauf",
             ),
-            "it": ("magazziniere", "responsabile spedizioni"),
+            "it": ("responsabile del magazzino", "responsabile spedizioni"),
         },
         ("label-printer", "scanner-gateway", "route-planner", "inventory-sync", "dock-scheduler"),
         "LOG",
@@ -201,8 +201,14 @@ _TEAMS: tuple[_Team, ...] = (
         (("it", 0.65), ("en", 0.3), ("de", 0.05)),
         {
             "en": ("art director", "UX researcher", "brand designer"),
-            "it": ("grafica", "art director", "designer di prodotto", "copywriter", "illustratore"),
-            "de": ("Produktdesignerin", "Illustrator"),
+            "it": (
+                "art director",
+                "designer di prodotto",
+                "copywriter",
+                "responsabile della grafica",
+                "responsabile delle illustrazioni",
+            ),
+            "de": ("das Produktdesign", "die Illustration"),
         },
         ("render-farm", "asset-library", "proof-server", "font-sync", "review-portal"),
         "DES",
@@ -224,8 +230,8 @@ _TEAMS: tuple[_Team, ...] = (
         (("en", 0.7), ("de", 0.15), ("it", 0.15)),
         {
             "en": ("research scientist", "ML engineer", "data engineer", "research intern"),
-            "de": ("Doktorandin", "Datenwissenschaftler"),
-            "it": ("ricercatrice", "ingegnere ML"),
+            "de": ("die Datenanalyse", "die Modellbewertung"),
+            "it": ("analista dei dati", "responsabile della ricerca"),
         },
         ("trainer", "eval-runner", "feature-store", "label-queue", "notebook-hub"),
         "RES",
@@ -312,10 +318,10 @@ _LEARN = {
     ),
     "de": ("gute Postmortems", "SQL-Fensterfunktionen", "barrierefreie Farbpaletten", "Zeitmanagement"),
     "it": (
-        "i test basati sulle proprietà",
-        "le funzioni finestra in SQL",
-        "le palette accessibili",
-        "la gestione del tempo",
+        "test basati sulle proprietà",
+        "funzioni finestra in SQL",
+        "palette di colori accessibili",
+        "gestione del tempo",
     ),
 }
 
@@ -740,7 +746,7 @@ _CORRECTIONS = {
         ),
         (
             "contact",
-            "Ansprechpartnerin für Gefahrgut ist {a}.",
+            "Ansprechperson für Gefahrgut ist {a}.",
             "Für Gefahrgut ist jetzt {b} zuständig, nicht mehr {a}.",
             "Wen frage ich bei gefährlichen Stoffen im Versand?",
         ),
@@ -1236,7 +1242,7 @@ _CHATTER = {
         "Im Raum {room} steht jetzt eine Pflanze von {a}; bitte am {day} gießen.",
     ),
     "it": (
-        "{a} oggi è malato; {b} si occupa delle code review.",
+        "{a} oggi è in malattia; {b} si occupa delle code review.",
         "La stampante del secondo piano si è di nuovo inceppata.",
         "Prenotate presto la sala {room} per la pianificazione trimestrale.",
         "{a} presenterà {day} i numeri di {month}.",
@@ -1249,16 +1255,16 @@ _CHATTER = {
         "{a} e {b} stanno organizzando la festa d'estate a {city}.",
         "Promemoria di {a}: inviare le richieste di ferie per {month} entro fine settimana.",
         "{a} ha notato che il modello per i verbali non ha una sezione per le azioni da fare.",
-        "{a} terrà {day} un incontro all'ora di pranzo su {learn}.",
+        "{a} terrà {day} un incontro all'ora di pranzo sul tema: {learn}.",
         "{a} la prossima settimana lavora da {city}.",
         "{b} ha ringraziato {a} per l'aiuto con il workshop clienti di {month}.",
         "Nella sala {room} c'è una pianta portata da {a}; annaffiatela {day}.",
     ),
 }
-_CHATTER_CATEGORIES = (None, None, "meeting-note", "social")
+_CHATTER_CATEGORIES = (None, None, "social")
 _ROLE = {
     "en": "{person} is a {role} based in {city}.",
-    "de": "{person} arbeitet als {role} in {city}.",
+    "de": "{person} ist in {city} für {role} zuständig.",
     "it": "{person} lavora come {role} a {city}.",
 }
 
