@@ -78,6 +78,9 @@ class MicroBatcher:
         self._queue: asyncio.Queue[_Request | None] = asyncio.Queue()
         # A request that did not fit in the previous batch; it opens the next one.
         self._held: _Request | None = None
+        # Whether the last forward pass served more than one request: only then is waiting for
+        # company likely to pay off. A lone caller never pays max_wait_s.
+        self._busy = False
         self._worker: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._closing = False
@@ -148,14 +151,18 @@ class MicroBatcher:
         self._settle(pending, exc)
 
     async def _collect(self) -> list[_Request]:
-        """Wait for one request, then gather more for at most ``max_wait_s`` or until full."""
+        """Wait for one request, then gather more until full or ``max_wait_s`` has passed.
+
+        The wait only happens under concurrent load (see ``_busy``); otherwise the batch is what
+        is already queued.
+        """
         first = self._held if self._held is not None else await self._queue.get()
         self._held = None
         if first is None:
             return []
         batch = [first]
         size = len(first.texts)
-        deadline = time.perf_counter() + self.max_wait_s
+        deadline = time.perf_counter() + (self.max_wait_s if self._busy else 0.0)
         while size < self.max_batch:
             try:
                 request = self._queue.get_nowait()
@@ -169,11 +176,12 @@ class MicroBatcher:
                     break
             if request is None:
                 continue
-            if size and size + len(request.texts) > self.max_batch:
+            if size + len(request.texts) > self.max_batch:
                 self._held = request
                 break
             batch.append(request)
             size += len(request.texts)
+        self._busy = len(batch) > 1
         return batch
 
     async def _process(self, batch: list[_Request]) -> None:

@@ -244,13 +244,17 @@ class RemoteEmbedder(_BaseEmbedder):
         *,
         timeout_s: float = 10.0,
         query_cache_size: int = DEFAULT_QUERY_CACHE_SIZE,
+        max_connections: int = 100,
     ) -> RemoteEmbedder:
         """Open a connection pool and read ``dim`` and ``model`` from ``GET {url}/info``.
 
         Raises :class:`EmbedderUnavailable` if the service cannot be reached or answers nonsense.
         """
         base = url.rstrip("/")
-        client = httpx2.AsyncClient(base_url=base, timeout=httpx2.Timeout(timeout_s))
+        # Keep every connection alive: under load each concurrent search holds one, and re-opening
+        # connections beyond a smaller keep-alive pool costs more than the request itself.
+        limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        client = httpx2.AsyncClient(base_url=base, timeout=httpx2.Timeout(timeout_s), limits=limits)
         try:
             async with asyncio.timeout(timeout_s):
                 info = await _request_json(client, "GET", "/info", base)
