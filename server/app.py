@@ -32,6 +32,7 @@ from .service import MemoryService
 
 log = logging.getLogger(__name__)
 BACKFILL_INTERVAL_S = 30.0
+RECALL_FLUSH_INTERVAL_S = 2.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -105,14 +106,19 @@ def create_app(
         if owned_embedder:
             service.embedder = await _start_embedder(settings)
         await db.check_ready(service.embedder.dim if service.embedder else None)
-        retry = asyncio.create_task(_maintain_embeddings(service, settings))
+        background = [
+            asyncio.create_task(_maintain_embeddings(service, settings)),
+            asyncio.create_task(_flush_recalls(service)),
+        ]
         try:
             async with mcp.session_manager.run():
                 yield
         finally:
-            retry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await retry
+            for task in background:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await service.recalls.flush(db)
             if owned_embedder and service.embedder is not None:
                 await service.embedder.aclose()
             await db.close()
@@ -167,6 +173,15 @@ async def _start_embedder(settings: Settings) -> Embedder | None:
         # Serve anyway: search falls back to full text and writes are embedded later.
         log.warning("embedder unavailable at start-up, will retry: %s", exc)
         return None
+
+
+async def _flush_recalls(service: MemoryService) -> None:
+    while True:
+        await asyncio.sleep(RECALL_FLUSH_INTERVAL_S)
+        try:
+            await service.recalls.flush(service.db)
+        except Exception:
+            log.exception("recording recalls failed")
 
 
 async def _maintain_embeddings(service: MemoryService, settings: Settings) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -39,6 +41,20 @@ from .schemas import (
 log = logging.getLogger(__name__)
 
 
+class RecallLog:
+    """Counts which memories searches returned, flushed to the database in batches."""
+
+    def __init__(self) -> None:
+        self._pending: Counter[tuple[uuid.UUID, uuid.UUID]] = Counter()
+
+    def add(self, space_id: uuid.UUID, memory_ids: list[uuid.UUID]) -> None:
+        self._pending.update((space_id, memory_id) for memory_id in memory_ids)
+
+    async def flush(self, db: Database) -> None:
+        pending, self._pending = self._pending, Counter()
+        await search.record_recalls(db, dict(pending))
+
+
 class MemoryService:
     """Everything a caller can do, with the same rules whichever surface they came through."""
 
@@ -46,6 +62,7 @@ class MemoryService:
         self.db = db
         self.embedder = embedder
         self.settings = settings
+        self.recalls = RecallLog()
         self.search_params = search.SearchParams(
             ef_search=settings.hnsw_ef_search, rrf_k=settings.rrf_k, recency_weight=settings.recency_weight
         )
@@ -130,6 +147,7 @@ class MemoryService:
         )
         for mode in result.modes:
             metrics.SEARCHES.labels(mode=mode).inc()
+        self.recalls.add(ctx.space.id, [h.memory.id for h in result.hits])
         hits = [
             SearchHitOut(
                 **MemoryOut.of(h.memory).model_dump(),

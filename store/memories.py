@@ -211,22 +211,27 @@ async def save_memory(
 
 
 async def _check_quota(conn: AsyncConnection, space_id: uuid.UUID) -> None:
-    row = (
+    quota = (
+        await conn.execute(
+            text("SELECT key, max_memories, max_documents FROM spaces WHERE id = :s"), {"s": space_id}
+        )
+    ).one()
+    if quota.max_memories is None and quota.max_documents is None:
+        return  # the common case: no counting on the write path
+    counts = (
         await conn.execute(
             text(
-                "SELECT s.key, s.max_memories, s.max_documents, "
-                "(SELECT count(*) FROM memories m WHERE m.space_id = s.id AND m.is_latest "
+                "SELECT (SELECT count(*) FROM memories m WHERE m.space_id = :s AND m.is_latest "
                 " AND m.forgotten_at IS NULL) AS memories, "
-                "(SELECT count(*) FROM documents d WHERE d.space_id = s.id) AS documents "
-                "FROM spaces s WHERE s.id = :s"
+                "(SELECT count(*) FROM documents d WHERE d.space_id = :s) AS documents"
             ),
             {"s": space_id},
         )
     ).one()
-    if row.max_memories is not None and row.memories >= row.max_memories:
-        raise QuotaExceeded(f"space '{row.key}' holds its quota of {row.max_memories} memories")
-    if row.max_documents is not None and row.documents >= row.max_documents:
-        raise QuotaExceeded(f"space '{row.key}' holds its quota of {row.max_documents} documents")
+    if quota.max_memories is not None and counts.memories >= quota.max_memories:
+        raise QuotaExceeded(f"space '{quota.key}' holds its quota of {quota.max_memories} memories")
+    if quota.max_documents is not None and counts.documents >= quota.max_documents:
+        raise QuotaExceeded(f"space '{quota.key}' holds its quota of {quota.max_documents} documents")
 
 
 async def _superseded(

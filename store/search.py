@@ -215,13 +215,23 @@ async def _fuse(
             )
         )
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp()))
-    top = hits[:limit]
-    if top:
+    return hits[:limit]
+
+
+async def record_recalls(db: Database, counts: dict[tuple[uuid.UUID, uuid.UUID], int]) -> None:
+    """Add recall counts ``{(space id, memory id): n}`` in one statement (feeds the stable profile).
+
+    Callers batch these off the request path: updating the same hot rows inside every search
+    transaction would serialize concurrent searches on row locks.
+    """
+    if not counts:
+        return
+    ordered = sorted(counts.items(), key=lambda item: item[0][1])  # one lock order: no deadlocks
+    async with db.transaction({space for space, _ in counts}) as conn:
         await conn.execute(
             text(
-                "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = now() "
-                "WHERE id = ANY(:ids)"
+                "UPDATE memories m SET recall_count = m.recall_count + c.n, last_recalled_at = now() "
+                "FROM unnest(CAST(:ids AS uuid[]), CAST(:ns AS int[])) AS c(id, n) WHERE m.id = c.id"
             ),
-            {"ids": [h.memory.id for h in top]},
+            {"ids": [memory_id for (_, memory_id), _ in ordered], "ns": [n for _, n in ordered]},
         )
-    return top

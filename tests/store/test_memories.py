@@ -8,7 +8,7 @@ import pytest
 from memory_mcp.store import audit, identity, memories
 from memory_mcp.store.access import Access, Role
 from memory_mcp.store.db import Database
-from memory_mcp.store.errors import NotFound, SecretRefused, ValidationError
+from memory_mcp.store.errors import NotFound, QuotaExceeded, SecretRefused, ValidationError
 from memory_mcp.store.identity import GrantSpec
 from memory_mcp.store.models import SpaceContext
 from sqlalchemy import text
@@ -200,3 +200,16 @@ async def test_reader_role_and_read_grant_refusals_say_why(db: Database) -> None
     )
     with pytest.raises(Exception, match="Read access to space 'team'"):
         await memories.save_memory(db, w_ctx, "x")
+
+
+async def test_quota_refuses_writes_beyond_it(db: Database) -> None:
+    await make_space(db, "small", max_memories=2)
+    ctx = await writer(db, "small")
+    await memories.save_memory(db, ctx, "First.")
+    await memories.save_memory(db, ctx, "Second.")
+    with pytest.raises(QuotaExceeded, match="quota of 2 memories"):
+        await memories.save_memory(db, ctx, "Third.")
+    assert await row_counts(db, "small") == (2, 2)
+    # Forgetting frees room: the quota counts live memories.
+    await memories.forget_memory(db, ctx, "First.")
+    assert (await memories.save_memory(db, ctx, "Third.")).created
