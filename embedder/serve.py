@@ -20,19 +20,25 @@ On Kubernetes, KubeRay's RayService points its ``import_path`` at
 # longer resolve (the body would be read as a query parameter).
 import asyncio
 import contextlib
+import logging
 import signal
 import threading
+import time
 from typing import Any, Self
 
 import ray
 from fastapi import FastAPI
+from prometheus_client import start_http_server
 from pydantic import BaseModel, Field, model_validator
 from ray import serve
 from ray.serve import Application
 
+from memory_mcp import metrics
 from memory_mcp.settings import Settings
 
 from .model import encode, load_model, model_dim, model_name
+
+log = logging.getLogger(__name__)
 
 APP_NAME = "memory-mcp-embedder"
 DEFAULT_BATCH_WAIT_S = 0.005
@@ -82,6 +88,8 @@ class EmbedderServiceConfig(BaseModel):
     num_gpus: float = Field(default=0, ge=0)
     num_cpus: float = Field(default=1, ge=0)
     max_ongoing_requests: int | None = Field(default=None, ge=1)
+    # Each replica serves its memory_mcp_embedder_* metrics here for Prometheus (None: not served).
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
 
     @model_validator(mode="after")
     def _check_concurrency(self) -> Self:
@@ -110,6 +118,7 @@ class EmbedderServiceConfig(BaseModel):
             "model_path": settings.embedding_model,
             "device": settings.embedding_device,
             "max_batch_size": settings.embedder_max_batch,
+            "metrics_port": settings.embedder_metrics_port,
         }
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls.model_validate(values)
@@ -124,8 +133,19 @@ class EmbedderDeployment:
     """One replica: the model plus a ``@serve.batch`` queue in front of its forward pass."""
 
     def __init__(
-        self, model_path: str | None, device: str, max_batch_size: int, batch_wait_timeout_s: float
+        self,
+        model_path: str | None,
+        device: str,
+        max_batch_size: int,
+        batch_wait_timeout_s: float,
+        metrics_port: int | None = None,
     ) -> None:
+        if metrics_port is not None:
+            # Inline rather than a module helper: Serve may ship this class to replicas by value.
+            try:
+                start_http_server(metrics_port)
+            except OSError as exc:  # a second replica on the same node: keep serving, unscraped
+                log.warning("embedder metrics port %d unavailable (%s)", metrics_port, exc)
         self._model = load_model(model_path, device)
         self._dim = model_dim(self._model)
         self._name = model_name(model_path)
@@ -139,7 +159,11 @@ class EmbedderDeployment:
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=DEFAULT_BATCH_WAIT_S)
     async def _encode_batch(self, texts: list[str]) -> list[tuple[list[float], int]]:
         # In a thread, so the replica keeps queueing the next batch during this forward pass.
+        started = time.perf_counter()
         vectors = await asyncio.to_thread(encode, self._model, texts, len(texts))
+        metrics.EMBEDDER_ENCODE.observe(time.perf_counter() - started)
+        metrics.EMBEDDER_BATCH_SIZE.observe(len(texts))
+        metrics.EMBEDDER_REQUESTS.labels(outcome="ok").inc(len(texts))
         return [(row, len(texts)) for row in vectors.tolist()]
 
     @api.post("/embed")
@@ -177,14 +201,22 @@ def build_app(config: EmbedderServiceConfig) -> Application:
         }
     deployment: Any = EmbedderDeployment
     app: Application = deployment.options(**options).bind(
-        config.model_path, config.resolved_device, config.max_batch_size, config.batch_wait_timeout_s
+        config.model_path,
+        config.resolved_device,
+        config.max_batch_size,
+        config.batch_wait_timeout_s,
+        config.metrics_port,
     )
     return app
 
 
 def app_builder(args: dict[str, Any]) -> Application:
-    """Entry point for ``serve run`` / RayService ``import_path``: ``args`` are config fields."""
-    return build_app(EmbedderServiceConfig.model_validate(args))
+    """Entry point for ``serve run`` / RayService ``import_path``.
+
+    Starts from the shared settings (``MEMORY_MCP_*`` in the runtime environment); ``args`` are
+    config fields that override them.
+    """
+    return build_app(EmbedderServiceConfig.from_settings(Settings(), **args))
 
 
 def run_embedder_service(

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     database_url: str | None = None
     db_pool_size: int = Field(default=10, ge=1, le=200)
+    # On an empty database, create an admin user, a `default` space and a key (printed once).
+    # Clusters turn this off: the operator declares users and keys there.
+    bootstrap: bool = True
 
     # "local" embeds in-process; an http(s) URL points at the Ray Serve embedder.
     embedder: str = "local"
@@ -37,6 +40,7 @@ class Settings(BaseSettings):
     embedding_dim: int = Field(default=384, ge=1, le=4000)
     embedder_max_batch: int = Field(default=64, ge=1, le=1024)
     embedder_timeout_s: float = Field(default=10.0, gt=0)
+    embedder_metrics_port: int | None = Field(default=None, ge=1, le=65535)  # Ray Serve replicas only
 
     # Search and versioning thresholds (defaults chosen by measurement, see docs/performance.md).
     hnsw_ef_search: int = Field(default=100, ge=10, le=1000)

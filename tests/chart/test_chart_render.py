@@ -72,7 +72,7 @@ def test_rayservice_required_fields(render: Renderer) -> None:
     spec = manifest["spec"]
     serve_config = yaml.safe_load(spec["serveConfigV2"])
     (application,) = serve_config["applications"]
-    assert application["import_path"] == "memory_mcp.embedder.serve:app"
+    assert application["import_path"] == "memory_mcp.embedder.serve:app_builder"
     assert application["route_prefix"] == "/"
     assert "args" not in application
     max_batch = int(application["runtime_env"]["env_vars"]["MEMORY_MCP_EMBEDDER_MAX_BATCH"])

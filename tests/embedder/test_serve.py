@@ -22,12 +22,13 @@ from memory_mcp.settings import Settings
 from tests.embedder.support import SENTENCES, cosine, free_port
 
 MAX_BATCH = 16
+METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def service_url() -> Iterator[str]:
     url = run_embedder_service(
-        Settings(),
+        Settings(embedder_metrics_port=METRICS_PORT),
         host="127.0.0.1",
         port=free_port(),
         num_cpus=1,
@@ -59,6 +60,22 @@ async def test_concurrent_http_requests_are_batched_and_match_in_process_vectors
     for body, expected in zip(bodies, local, strict=True):
         assert body["dim"] == 384
         assert cosine(body["vectors"][0], expected) >= 0.999
+
+
+async def test_replica_exports_batch_metrics(service_url):
+    async with httpx2.AsyncClient(timeout=30) as client:
+        await asyncio.gather(
+            *(client.post(f"{service_url}/embed", json={"texts": [t]}) for t in SENTENCES[:16])
+        )
+        scraped = (await client.get(f"http://127.0.0.1:{METRICS_PORT}/metrics")).text
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in scraped.splitlines()
+        if not line.startswith("#")
+    }
+    assert samples["memory_mcp_embedder_batch_size_count"] >= 1
+    assert samples["memory_mcp_embedder_batch_size_sum"] >= 16
+    assert samples["memory_mcp_embedder_encode_seconds_count"] >= 1
 
 
 async def test_remote_embedder_agrees_with_the_model(service_url, model):
