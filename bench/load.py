@@ -1,0 +1,153 @@
+"""Load harness: N concurrent MCP clients against a running `memory-mcp serve`, per-tool latency.
+
+Starts a server in its own process (embedded PostgreSQL in a temporary data dir, the in-process
+embedder), seeds a space, then for 1, 4 and 16 concurrent clients calls each tool for a fixed time
+and prints calls/s and p50/p95/p99. Every client is a real MCP client session (initialize, then
+tools/call over streamable HTTP); the server is stateless, so each call is one HTTP POST.
+
+    python -m bench.load [--seconds 8] [--memories 1000] [--clients 1,4,16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+TOPICS = ["deploy", "database", "oncall", "billing", "search", "auth", "frontend", "network", "storage", "release"]
+VERBS = ["uses", "requires", "prefers", "moved to", "depends on", "was replaced by", "is owned by"]
+THINGS = ["PostgreSQL 16", "the blue cluster", "Team Orion", "weekly rotations", "a canary stage",
+          "Grafana alerts", "the EU region", "feature flags", "gRPC", "an S3 bucket", "Redis", "Kafka"]
+QUERIES = ["who owns billing?", "which database does search use?", "how do releases work?",
+           "where does the network team deploy?", "what does auth depend on?", "on-call rotation"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def wait_ready(base: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx2.AsyncClient() as http:
+        while time.monotonic() < deadline:
+            try:
+                if (await http.get(f"{base}/readyz")).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                pass
+            await asyncio.sleep(0.5)
+    raise RuntimeError("server did not become ready")
+
+
+async def seed(base: str, key: str, count: int) -> None:
+    rng = random.Random(3)
+    async with httpx2.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        sem = asyncio.Semaphore(8)
+
+        async def one(i: int) -> None:
+            text = f"The {rng.choice(TOPICS)} service {rng.choice(VERBS)} {rng.choice(THINGS)} (note {i})."
+            async with sem:
+                r = await http.post("/v1/memories", json={"content": text, "category": rng.choice(TOPICS)})
+                r.raise_for_status()
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+
+
+def tool_arguments(tool: str, rng: random.Random) -> dict[str, Any]:
+    if tool == "search_memory":
+        return {"query": rng.choice(QUERIES), "includeProfile": False, "limit": 10}
+    if tool == "listMemories":
+        return {"page": rng.randint(1, 5), "limit": 10}
+    return {}
+
+
+async def run_clients(url: str, key: str, tool: str, clients: int, seconds: float) -> list[float]:
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def client_loop(n: int) -> None:
+        rng = random.Random(n)
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            while time.perf_counter() < stop_at:
+                started = time.perf_counter()
+                result = await client.call_tool(tool, tool_arguments(tool, rng))
+                if result.is_error:
+                    raise RuntimeError(f"{tool} failed: {result.content}")
+                latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(client_loop(n) for n in range(clients)))
+    return latencies
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-load-"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        await wait_ready(base)
+        key = (data_dir / "bootstrap-key").read_text().strip()
+        t0 = time.perf_counter()
+        await seed(base, key, args.memories)
+        print(f"seeded {args.memories} memories in {time.perf_counter() - t0:.1f}s (REST, embedded on save)")
+        print(f"{'tool':<15}{'clients':>8}{'calls':>8}{'calls/s':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+        for tool in args.tools.split(","):
+            await run_clients(f"{base}/mcp", key, tool, 2, 1.0)  # warm-up: caches, pool, JIT-free paths
+            for clients in (int(c) for c in args.clients.split(",")):
+                lat = await run_clients(f"{base}/mcp", key, tool, clients, args.seconds)
+                print(
+                    f"{tool:<15}{clients:>8}{len(lat):>8}{len(lat) / args.seconds:>10.1f}"
+                    f"{statistics.median(lat) * 1000:>9.1f}{percentile(lat, 0.95) * 1000:>9.1f}"
+                    f"{percentile(lat, 0.99) * 1000:>9.1f}"
+                )
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--memories", type=int, default=1000)
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--tools", default="whoAmI,search_memory,listMemories")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
