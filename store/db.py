@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -36,22 +36,43 @@ class Database:
     def __init__(self, url: str, pool_size: int = 10) -> None:
         self.url = async_url(url)
         self.engine: AsyncEngine = create_async_engine(
-            self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False
+            self.url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=False,
+            pool_reset_on_return=None,
         )
 
     async def close(self) -> None:
         await self.engine.dispose()
 
     @asynccontextmanager
-    async def transaction(self, spaces: Iterable[uuid.UUID] = ()) -> AsyncIterator[AsyncConnection]:
-        """A transaction that may see rows of ``spaces`` only (none when empty)."""
+    async def transaction(
+        self, spaces: Iterable[uuid.UUID] = (), settings: Mapping[str, str] | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """A transaction that may see rows of ``spaces`` only (none when empty).
+
+        ``settings`` are further transaction-local settings (e.g. ``hnsw.ef_search``); all of them
+        are applied in one statement, since each round trip costs more than the statement itself.
+        """
+        values = dict(settings or {})
+        ids = ",".join(str(s) for s in spaces)
+        if ids:
+            values[SPACES_SETTING] = ids
         async with self.engine.begin() as conn:
-            ids = ",".join(str(s) for s in spaces)
-            if ids:
-                await conn.execute(
-                    text("SELECT set_config(:name, :value, true)"), {"name": SPACES_SETTING, "value": ids}
-                )
+            if values:
+                names = list(values)
+                calls = ", ".join(f"set_config(:n{i}, :v{i}, true)" for i in range(len(names)))
+                params = {f"n{i}": name for i, name in enumerate(names)}
+                params.update({f"v{i}": values[name] for i, name in enumerate(names)})
+                await conn.execute(text(f"SELECT {calls}"), params)
             yield conn
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        """A connection without BEGIN/COMMIT, for one read of tables outside row-level security."""
+        async with self.engine.connect() as conn:
+            yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
     def pool_status(self) -> tuple[int, int]:
         """(configured size, connections checked out)."""
