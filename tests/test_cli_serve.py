@@ -1,0 +1,131 @@
+"""`memory-mcp serve` as a person runs it: a real process, the embedded PostgreSQL, signals, restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import psutil
+import pytest
+
+from tests.server.conftest import free_port
+
+
+def postgres_running(data_dir: Path) -> bool:
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "postgres" and str(data_dir / "pg") in " ".join(proc.info["cmdline"] or []):
+            return True
+    return False
+
+
+class Served:
+    def __init__(self, data_dir: Path) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memory_mcp.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"},
+        )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.proc.communicate()[1]
+            try:
+                if httpx2.get(f"{self.base}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise AssertionError("server did not become ready")
+
+    def stop(self, sig: int) -> tuple[int, str]:
+        self.proc.send_signal(sig)
+        out, _ = self.proc.communicate(timeout=60)
+        return self.proc.returncode, out
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    # Outside pytest's private tmp dir: PostgreSQL runs as its own system user.
+    path = Path(tempfile.mkdtemp(prefix="memory-mcp-serve-"))
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_first_start_restart_and_clean_stop(data_dir: Path, sig: int) -> None:
+    first = Served(data_dir)
+    key_file = data_dir / "bootstrap-key"
+    key = key_file.read_text().strip()
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    auth = {"Authorization": f"Bearer {key}"}
+    saved = httpx2.post(
+        f"{first.base}/v1/memories", json={"content": "Survives a restart."}, headers=auth
+    ).json()
+    assert saved["status"] == "saved"
+    assert postgres_running(data_dir)
+    _, out = first.stop(sig)
+    assert key in out  # printed exactly once, on the first start
+    assert not postgres_running(data_dir)  # stopped with the server, not left behind
+
+    second = Served(data_dir)
+    try:
+        listed = httpx2.get(f"{second.base}/v1/memories", headers=auth).json()
+        assert [m["content"] for m in listed["memories"]] == ["Survives a restart."]
+        assert key_file.read_text().strip() == key  # no second bootstrap
+    finally:
+        _, out = second.stop(signal.SIGTERM)
+    assert "mmk_" not in out
+    assert not postgres_running(data_dir)
+
+
+def test_cli_reports_bad_settings_clearly(data_dir: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memory_mcp.cli",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--database-url",
+            "mysql://x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "invalid setting database_url" in result.stderr and "postgresql://" in result.stderr
+
+
+def test_migrate_is_idempotent(data_dir: Path) -> None:
+    for _ in range(2):
+        result = subprocess.run(
+            [sys.executable, "-m", "memory_mcp.cli", "migrate", "--data-dir", str(data_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "schema is at revision" in result.stderr
+    assert not postgres_running(data_dir)
