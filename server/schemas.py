@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from memory_mcp.store.models import Document, Memory, SpaceSummary
+from memory_mcp.store.models import Document, Memory, Page, SpaceSummary
 from pydantic import BaseModel, Field
 
 PROVENANCE_NOTICE = (
@@ -141,6 +141,10 @@ class PageInfo(BaseModel):
     limit: int
     total: int
     hasMore: bool
+
+    @classmethod
+    def of(cls, page: Page[Any]) -> PageInfo:
+        return cls(page=page.page, limit=page.limit, total=page.total, hasMore=page.has_more)
 
 
 class DocumentsOut(BaseModel):

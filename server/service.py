@@ -279,9 +279,7 @@ class MemoryService:
         return DocumentsOut(
             space=ctx.space.key,
             documents=[DocumentOut.of(d) for d in result.items],
-            pagination=PageInfo(
-                page=result.page, limit=result.limit, total=result.total, hasMore=result.has_more
-            ),
+            pagination=PageInfo.of(result),
         )
 
     async def get_document(self, caller: Caller, document_id: str) -> DocumentDetailOut:
@@ -295,9 +293,7 @@ class MemoryService:
         return MemoriesOut(
             space=ctx.space.key,
             memories=[MemoryOut.of(m) for m in result.items],
-            pagination=PageInfo(
-                page=result.page, limit=result.limit, total=result.total, hasMore=result.has_more
-            ),
+            pagination=PageInfo.of(result),
         )
 
     async def recent_memories(self, caller: Caller, limit: int = 20) -> MemoriesOut:

@@ -376,6 +376,17 @@ def _known_key(plaintext: str) -> keys.NewKey:
     return keys.NewKey(plaintext=plaintext, prefix=prefix, hash=keys.hash_key(plaintext))
 
 
+async def _grants_of(conn: AsyncConnection, key_id: uuid.UUID) -> dict[str, str]:
+    """A key's grants as ``{space key: access}``."""
+    rows = await conn.execute(
+        text(
+            "SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"
+        ),
+        {"k": key_id},
+    )
+    return {r.key: r.access for r in rows}
+
+
 async def _write_grants(
     conn: AsyncConnection, key_id: uuid.UUID, grants: Sequence[GrantSpec], ids: dict[str, uuid.UUID]
 ) -> None:
@@ -404,15 +415,7 @@ async def update_key(
         if row is None:
             raise NotFound("api key", name)
         ids = await _space_ids(conn, grants)
-        current = {
-            r.key: r.access
-            for r in await conn.execute(
-                text(
-                    "SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"
-                ),
-                {"k": row.id},
-            )
-        }
+        current = await _grants_of(conn, row.id)
         wanted = {g.space: g.access.value for g in grants}
         default_id = ids[default_space] if default_space else None
         changed = False
@@ -486,15 +489,7 @@ async def get_key(db: Database, name: str) -> tuple[ApiKey, dict[str, str]] | No
         ).first()
         if row is None:
             return None
-        grants = {
-            r.key: r.access
-            for r in await conn.execute(
-                text(
-                    "SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"
-                ),
-                {"k": row.id},
-            )
-        }
+        grants = await _grants_of(conn, row.id)
     return _key(row), grants
 
 

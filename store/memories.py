@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import text
@@ -432,29 +433,26 @@ async def recent_memories(db: Database, ctx: SpaceContext, limit: int = 20) -> l
         return [memory_from_row(r) for r in rows]
 
 
-async def _all_space_ids(conn: AsyncConnection) -> list[uuid.UUID]:
-    return list((await conn.execute(text("SELECT id FROM spaces"))).scalars())
+@asynccontextmanager
+async def _every_space(db: Database) -> AsyncIterator[AsyncConnection]:
+    """A maintenance transaction that sees the rows of every space (backfill, re-embedding)."""
+    async with db.transaction() as conn:
+        ids = list((await conn.execute(text("SELECT id FROM spaces"))).scalars())
+    # With no spaces there are no rows either: an empty setting shows exactly that.
+    async with db.transaction(ids) as conn:
+        yield conn
 
 
 async def count_missing_embeddings(db: Database) -> int:
     """Memories saved without a vector (embedder down, or cleared for a model change), all spaces."""
-    async with db.transaction() as conn:
-        ids = await _all_space_ids(conn)
-    if not ids:
-        return 0
-    async with db.transaction(ids) as conn:
-        return int(
-            (await conn.execute(text("SELECT count(*) FROM memories WHERE embedding IS NULL"))).scalar_one()
-        )
+    async with _every_space(db) as conn:
+        result = await conn.execute(text("SELECT count(*) FROM memories WHERE embedding IS NULL"))
+        return int(result.scalar_one())
 
 
 async def missing_embeddings(db: Database, limit: int = 64) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
     """Up to ``limit`` (space id, memory id, content) without a vector, oldest first."""
-    async with db.transaction() as conn:
-        ids = await _all_space_ids(conn)
-    if not ids:
-        return []
-    async with db.transaction(ids) as conn:
+    async with _every_space(db) as conn:
         rows = await conn.execute(
             text(
                 "SELECT space_id, id, content FROM memories WHERE embedding IS NULL "
@@ -480,10 +478,6 @@ async def store_embeddings(
 
 async def clear_embeddings(db: Database) -> int:
     """Drop every vector so a backfill re-embeds all memories (after a model change)."""
-    async with db.transaction() as conn:
-        ids = await _all_space_ids(conn)
-    if not ids:
-        return 0
-    async with db.transaction(ids) as conn:
+    async with _every_space(db) as conn:
         result = await conn.execute(text("UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL"))
         return int(result.rowcount)
