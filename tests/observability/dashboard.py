@@ -74,9 +74,11 @@ def template_variables(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return variables
 
 
-def runnable(expr: str, dashboard: dict[str, Any]) -> str:
+def runnable(expr: str, dashboard: dict[str, Any], rate_interval: str | None = None) -> str:
     """``expr`` with Grafana's variables replaced: intervals by durations, template variables by ``.*``."""
     values = dict(BUILTIN_VARIABLES)
+    if rate_interval is not None:
+        values["__rate_interval"] = rate_interval
     values.update(
         {v["name"]: MATCH_ANYTHING for v in template_variables(dashboard) if v["type"] != "datasource"}
     )

@@ -154,7 +154,7 @@ class LivePrometheus:
 
     async def query_range(self, expr: str, start: float, end: float, step_s: float) -> QueryResult:
         return await self._get(
-            "/api/v1/query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=f"{step_s}s"
+            "/api/v1/query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=f"{step_s:g}"
         )
 
     async def label_values(self, label: str, match: str) -> list[str]:
@@ -168,6 +168,13 @@ class LivePrometheus:
         assert body["status"] == "success", body
         groups: list[dict[str, Any]] = body["data"]["groups"]
         return groups
+
+    async def active_alerts(self) -> list[dict[str, Any]]:
+        """Alerts the loaded rules hold as pending or firing."""
+        body = await self._get("/api/v1/alerts")
+        assert body["status"] == "success", body
+        found: list[dict[str, Any]] = body["data"]["alerts"]
+        return found
 
     async def successful_scrapes(self) -> int:
         """How many scrapes of the target succeeded so far (``up`` samples equal to 1)."""

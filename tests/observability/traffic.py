@@ -18,6 +18,15 @@ from mcp.client.streamable_http import streamable_http_client
 # A credential the server refuses to store (an AWS access key id shape), and the refusal's name.
 CREDENTIAL = "deploy key AKIAIOSFODNN7EXAMPLF for the prod account"
 MISSING_SPACE = "no-such-space"
+# Unrelated facts, so that rounds running side by side never read as new versions of each other.
+FACTS = (
+    "the billing service moved to PostgreSQL 17 in the EU region",
+    "on-call handovers happen every Monday at nine, Berlin time",
+    "the search team owns the GPU budget for embeddings",
+    "release trains leave every second Thursday after the canary stage",
+    "frontend builds are cached in the shared artifact bucket",
+    "the auth gateway rotates its signing certificates monthly",
+)
 
 
 @dataclass
@@ -64,7 +73,7 @@ async def one_round(base: str, key: str, space: str, round_no: int, log: Traffic
         await tools.ok("whoAmI")
         await tools.ok("listSpaces")
         await tools.ok("select-space", space=space)
-        text = f"Round {round_no}: the billing service moved to PostgreSQL 17 in the EU region."
+        text = f"Round {round_no}: {FACTS[round_no % len(FACTS)]}."
         saved = await tools.ok("add_memory", content=text, category="infra")
         assert saved["status"] == "saved", saved
         found = await tools.ok("search_memory", query="Which database does billing use?", keyword="billing")
