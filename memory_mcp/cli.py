@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError as SettingsError
 from rich.console import Console
 
 from memory_mcp.settings import Settings
+
+if TYPE_CHECKING:
+    from memory_mcp.database import PreparedDatabase
 
 app = typer.Typer(
     name="memory-mcp",
@@ -71,7 +74,6 @@ def serve(
     from memory_mcp.logs import configure_logging
     from memory_mcp.server.app import create_app
     from memory_mcp.store.errors import DatabaseSetupError
-    from memory_mcp.store.identity import bootstrap
 
     settings = load_settings(
         host=host, port=port, data_dir=data_dir, database_url=database_url, embedder=embedder
@@ -82,8 +84,7 @@ def serve(
     except DatabaseSetupError as exc:
         raise fail(str(exc)) from None
     try:
-        db = prepared.open(settings.db_pool_size)
-        key = asyncio.run(_bootstrap(db, bootstrap))
+        key = asyncio.run(_first_start(prepared)) if settings.bootstrap else None
         if key is not None:
             key_file = settings.data_dir / "bootstrap-key"
             write_secret_file(key_file, key + "\n")
@@ -109,9 +110,13 @@ def serve(
         prepared.stop()
 
 
-async def _bootstrap(db: Any, bootstrap: Any) -> str | None:
+async def _first_start(prepared: PreparedDatabase) -> str | None:
+    """On an empty database: the admin user, the `default` space and a key (returned once)."""
+    from memory_mcp.store.identity import bootstrap
+
+    db = prepared.open(pool_size=1)
     try:
-        return await bootstrap(db)  # type: ignore[no-any-return]
+        return await bootstrap(db)
     finally:
         await db.close()
 

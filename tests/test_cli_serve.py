@@ -27,7 +27,7 @@ def postgres_running(data_dir: Path) -> bool:
 
 
 class Served:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, **env: str) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
@@ -44,7 +44,7 @@ class Served:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"},
+            env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning", **env},
         )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -96,6 +96,13 @@ def test_first_start_restart_and_clean_stop(data_dir: Path, sig: int) -> None:
         _, out = second.stop(signal.SIGTERM)
     assert "mmk_" not in out
     assert not postgres_running(data_dir)
+
+
+def test_bootstrap_can_be_turned_off(data_dir: Path) -> None:
+    served = Served(data_dir, MEMORY_MCP_BOOTSTRAP="false")
+    _, out = served.stop(signal.SIGTERM)
+    assert not (data_dir / "bootstrap-key").exists()
+    assert "mmk_" not in out
 
 
 def test_cli_reports_bad_settings_clearly(data_dir: Path) -> None:
