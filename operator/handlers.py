@@ -8,6 +8,7 @@ repairs drift made behind the operator's back) and delete (behind kopf's finaliz
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,12 +65,33 @@ def _failure_reason(exc: BaseException) -> str:
     return "DatabaseError" if isinstance(exc, SQLAlchemyError) else "InternalError"
 
 
-async def _run(ctx: OperatorContext, kind: str, name: str, work: Callable[[], Awaitable[Outcome]]) -> Outcome:
-    """Run one reconcile under the object's lock, counting it in the operator metrics."""
-    async with ctx.lock(kind, name):
+@dataclass(frozen=True)
+class _Declared:
+    """The spec a reconcile worked from, and the generation it belongs to (read together)."""
+
+    spec: dict[str, Any]
+    generation: int | None
+
+
+def _declared(body: kopf.Body) -> _Declared:
+    generation = body.metadata.get("generation")
+    return _Declared(copy.deepcopy(dict(body.spec)), generation if isinstance(generation, int) else None)
+
+
+async def _run(
+    ctx: OperatorContext, kind: str, body: kopf.Body, work: Callable[[dict[str, Any]], Awaitable[Outcome]]
+) -> tuple[Outcome, _Declared]:
+    """Run one reconcile under the object's lock, counting it in the operator metrics.
+
+    The spec is read once the lock is held: a timer's body is live, so a resync that waited for a
+    change handler works from the newest spec, and the observedGeneration it reports is the one
+    it applied.
+    """
+    async with ctx.lock(kind, body.metadata.name or ""):
+        declared = _declared(body)
         with RECONCILE_DURATION.labels(kind).time():
             try:
-                outcome = await work()
+                outcome = await work(declared.spec)
             except Exception as exc:
                 RECONCILES.labels(kind, "error").inc()
                 RECONCILE_ERRORS.labels(kind, _failure_reason(exc)).inc()
@@ -77,30 +99,30 @@ async def _run(ctx: OperatorContext, kind: str, name: str, work: Callable[[], Aw
     RECONCILES.labels(kind, "ready" if outcome.ready else "not_ready").inc()
     if not outcome.ready:
         RECONCILE_ERRORS.labels(kind, outcome.reason).inc()
-    return outcome
+    return outcome, declared
 
 
-def _report(body: kopf.Body, patch: kopf.Patch, outcome: Outcome, *, resync: bool) -> None:
+def _report(
+    body: kopf.Body, patch: kopf.Patch, outcome: Outcome, generation: int | None, *, resync: bool
+) -> None:
     """Write the status and post Events for what changed or went wrong (not for every resync)."""
     previous = ready_condition(body.status)
-    generation = body.metadata.get("generation")
-    for key, value in status_update(
-        body.status, outcome, generation if isinstance(generation, int) else None
-    ).items():
+    for key, value in status_update(body.status, outcome, generation).items():
         patch.status[key] = value
     if outcome.changes:
         summary = "; ".join(outcome.changes)
-        if resync:
+        # A resync that changes an object that was Ready found drift; one that completes an object
+        # still waiting for its first reconcile is ordinary progress.
+        if resync and previous is not None and previous.get("status") == "True":
             kopf.warn(body, reason="DriftRepaired", message=f"The database had drifted: {summary}.")
         else:
-            kopf.event(
-                body, type="Normal", reason=outcome.reason, message=summary[0].upper() + summary[1:] + "."
-            )
-    unchanged = previous is not None and (previous.get("status"), previous.get("reason")) == (
+            message = summary[0].upper() + summary[1:] + "."
+            kopf.event(body, type="Normal", reason=outcome.reason, message=message)
+    repeated = previous is not None and (previous.get("status"), previous.get("reason")) == (
         "False",
         outcome.reason,
     )
-    if not outcome.ready and not unchanged:
+    if not outcome.ready and not repeated:
         kopf.warn(body, reason=outcome.reason, message=outcome.message)
 
 
@@ -114,27 +136,25 @@ def _failed_status(body: kopf.Body, patch: kopf.Patch, exc: Exception) -> None:
 def _register(
     registry: kopf.OperatorRegistry, ctx: OperatorContext, kind: str, plural: str, apply: Work, remove: Work
 ) -> None:
-    async def handle(name: str, spec: kopf.Spec, body: kopf.Body, patch: kopf.Patch, resync: bool) -> Outcome:
+    async def handle(name: str, body: kopf.Body, patch: kopf.Patch, resync: bool) -> Outcome:
         try:
-            outcome = await _run(ctx, kind, name, lambda: apply(name, spec, body))
+            outcome, declared = await _run(ctx, kind, body, lambda spec: apply(name, spec, body))
         except Exception as exc:
             _failed_status(body, patch, exc)
             raise  # kopf retries with backoff
-        _report(body, patch, outcome, resync=resync)
+        _report(body, patch, outcome, declared.generation, resync=resync)
         return outcome
 
-    async def reconcile_object(
-        name: str, spec: kopf.Spec, body: kopf.Body, patch: kopf.Patch, **_: Any
-    ) -> None:
-        outcome = await handle(name, spec, body, patch, resync=False)
+    async def reconcile_object(name: str, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        outcome = await handle(name, body, patch, resync=False)
         if outcome.retry:
             raise kopf.TemporaryError(outcome.message, delay=ctx.options.retry_delay)
 
-    async def resync_object(name: str, spec: kopf.Spec, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        await handle(name, spec, body, patch, resync=True)
+    async def resync_object(name: str, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        await handle(name, body, patch, resync=True)
 
-    async def remove_object(name: str, spec: kopf.Spec, body: kopf.Body, **_: Any) -> None:
-        outcome = await _run(ctx, kind, name, lambda: remove(name, spec, body))
+    async def remove_object(name: str, body: kopf.Body, **_: Any) -> None:
+        outcome = (await _run(ctx, kind, body, lambda spec: remove(name, spec, body)))[0]
         ctx.forget(kind, name)
         if outcome.changes:
             kopf.event(body, type="Normal", reason=outcome.reason, message=outcome.message)

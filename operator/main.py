@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -34,13 +35,16 @@ def operator_settings() -> kopf.OperatorSettings:
     # kopf logs every handler run at INFO; posting those as Events would add one per object per
     # resync. The handlers post the Events that matter themselves.
     settings.posting.level = logging.WARNING
+    # A resync that is running when its object is deleted finishes within a second; check again
+    # that soon instead of kopf's default minute, so deletion is not held up.
+    settings.background.cancellation_polling = 1.0
     # Reconnect watches now and then, so a silently dropped connection cannot stall the operator.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     return settings
 
 
-async def serve_probes(host: str, port: int, ready: asyncio.Event) -> web.AppRunner:
+async def serve_probes(host: str, port: int, ready: asyncio.Event | threading.Event) -> web.AppRunner:
     """``/healthz`` (200 once kopf has started) and ``/metrics`` (Prometheus text format)."""
 
     async def healthz(request: web.Request) -> web.Response:
@@ -68,8 +72,8 @@ async def operate(
     login: Callable[..., Any] | None = None,
     probe_host: str = "0.0.0.0",
     probe_port: int | None = None,
-    stop_flag: asyncio.Future[Any] | asyncio.Event | None = None,
-    ready: asyncio.Event | None = None,
+    stop_flag: asyncio.Future[Any] | asyncio.Event | threading.Event | None = None,
+    ready: asyncio.Event | threading.Event | None = None,
 ) -> None:
     """Run kopf cluster-wide over ``db`` until ``stop_flag`` (or SIGINT/SIGTERM).
 

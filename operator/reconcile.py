@@ -325,8 +325,17 @@ async def reconcile_apikey(
         return Outcome(False, exc.reason, exc.message, retry=True)
     except SpaceNotFound as exc:  # detached between the check above and the write
         return _space_not_found([exc.key])
-    except NotFound as exc:  # the user was removed between the check above and the write
-        return Outcome(False, USER_NOT_FOUND, f"{exc}; declare it and this key follows.", retry=True)
+    except NotFound as exc:  # the user or the key's row was removed while this ran (a user deletion)
+        if exc.what == "user":
+            return Outcome(
+                False,
+                USER_NOT_FOUND,
+                f"User '{exc.ident}' does not exist; declare it and this key follows.",
+                retry=True,
+            )
+        return Outcome(
+            False, CONFLICT, f"Key '{name}' was removed while it was reconciled; retrying.", retry=True
+        )
     except ValidationError as exc:
         return Outcome.invalid(exc)
     return await _key_outcome(db, name, wanted, user, run)

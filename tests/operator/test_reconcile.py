@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from memory_mcp.apply import MemoryKeyStore
 from memory_mcp.operator.reconcile import (
     reconcile_apikey,
     reconcile_space,
@@ -22,6 +21,8 @@ from memory_mcp.operator.secrets import SecretRef
 from memory_mcp.store import identity, memories
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
+
+from memory_mcp.apply import MemoryKeyStore
 
 SPACE = {"displayName": "Team Alpha", "description": "What team alpha knows", "deletionPolicy": "Retain"}
 USER = {"email": "ada@example.com", "displayName": "Ada Lovelace", "role": "Writer"}
@@ -64,7 +65,9 @@ async def test_space_twice_changes_nothing_the_second_time(db: Database) -> None
         ("Alpha_Team", SPACE, "metadata.name"),
     ],
 )
-async def test_invalid_space_names_the_field(db: Database, name: str, spec: dict[str, Any], field: str) -> None:
+async def test_invalid_space_names_the_field(
+    db: Database, name: str, spec: dict[str, Any], field: str
+) -> None:
     outcome = await reconcile_space(db, name, spec)
     assert (outcome.ready, outcome.reason) == (False, "InvalidSpec")
     assert outcome.message.startswith(f"{field}: ")
@@ -132,14 +135,24 @@ async def test_a_lost_row_is_restored_from_the_stored_key(db: Database) -> None:
             "SpaceNotFound",
             "Granted space 'beta' does not exist",
         ),
-        (key_spec(defaultSpace="beta"), "InvalidSpec", "spec.defaultSpace: 'beta' must be one of the granted"),
-        (key_spec(grants=[{"space": "alpha", "access": "Write"}]), "InvalidSpec", "spec.grants[0].access: must be"),
+        (
+            key_spec(defaultSpace="beta"),
+            "InvalidSpec",
+            "spec.defaultSpace: 'beta' must be one of the granted",
+        ),
+        (
+            key_spec(grants=[{"space": "alpha", "access": "Write"}]),
+            "InvalidSpec",
+            "spec.grants[0].access: must be",
+        ),
         (key_spec(grants=[]), "InvalidSpec", "spec.grants: must list at least one"),
         (key_spec(expiresAt="next tuesday"), "InvalidSpec", "spec.expiresAt: must be an RFC 3339"),
         (key_spec(secretRef={"namespace": "agents"}), "InvalidSpec", "spec.secretRef.name"),
     ],
 )
-async def test_apikey_refusals_are_clear(db: Database, spec: dict[str, Any], reason: str, message: str) -> None:
+async def test_apikey_refusals_are_clear(
+    db: Database, spec: dict[str, Any], reason: str, message: str
+) -> None:
     await declare_basics(db)
     store = MemoryKeyStore()
     outcome = await reconcile_apikey(db, "k", spec, store)
@@ -196,7 +209,9 @@ async def seed_memory(db: Database) -> None:
     key = (await reconcile_apikey(db, "k", key_spec(), MemoryKeyStore())).new_key
     assert key is not None
     caller = await identity.authenticate(db, key)
-    await memories.save_memory(db, identity.resolve_space(caller, "alpha"), "The build runs nightly at 02:00.")
+    await memories.save_memory(
+        db, identity.resolve_space(caller, "alpha"), "The build runs nightly at 02:00."
+    )
 
 
 async def test_retain_detaches_and_redeclaring_restores(db: Database) -> None:
