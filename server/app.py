@@ -31,6 +31,7 @@ from .rest import build_router, install_error_handlers
 from .service import MemoryService
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("memory_mcp.access")
 BACKFILL_INTERVAL_S = 30.0
 RECALL_FLUSH_INTERVAL_S = 2.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -63,9 +64,17 @@ class RequestMetrics:
         finally:
             request_id_var.reset(token)
             route = _route_label(scope)
+            elapsed = time.perf_counter() - started
             metrics.HTTP_REQUESTS.labels(route=route, method=scope["method"], status=str(status)).inc()
-            metrics.HTTP_DURATION.labels(route=route, method=scope["method"]).observe(
-                time.perf_counter() - started
+            metrics.HTTP_DURATION.labels(route=route, method=scope["method"]).observe(elapsed)
+            fields = {
+                "route": route,
+                "method": scope["method"],
+                "status": status,
+                "duration_ms": round(elapsed * 1e3, 2),
+            }
+            access_log.info(
+                "%s %s %d", scope["method"], route, status, extra={"request_id": request_id, "fields": fields}
             )
 
 
