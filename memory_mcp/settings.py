@@ -42,11 +42,22 @@ class Settings(BaseSettings):
     embedder_timeout_s: float = Field(default=10.0, gt=0)
     embedder_metrics_port: int | None = Field(default=None, ge=1, le=65535)  # Ray Serve replicas only
 
-    # Search and versioning thresholds (defaults chosen by measurement, see docs/performance.md).
+    # Search, version, forget and profile defaults, each chosen by measurement: docs/performance.md
+    # has the figures and the commands (bench/retrieval.py, bench/scale.py).
+    # HNSW candidate list: recall of the ANN scan against exact search vs its latency.
     hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
+    # Reciprocal rank fusion constant (the usual 60; 10 and 30 measured within a query of it).
     rrf_k: int = Field(default=60, ge=1)
-    recency_weight: float = Field(default=0.002, ge=0)
-    supersede_threshold: float = Field(default=0.88, ge=0, le=1)
+    # A tie-breaker towards newer memories, smaller than one rank step at the top: larger values
+    # lowered recall@1, since when a memory was saved says little about whether it answers.
+    recency_weight: float = Field(default=0.0002, ge=0)
+    # Auto-supersede only near-verbatim restatements. The model barely moves for a changed number
+    # or name ("db-stage-1" / "db-stage-2": 0.97), so corrections and unrelated look-alikes overlap
+    # below this; a false supersede hides a live fact, while a missed one costs little: search
+    # ranks the newer of two look-alikes first.
+    supersede_threshold: float = Field(default=0.98, ge=0, le=1)
+    # Forget only a clear winner: no wrong memory forgotten on any probe at these values, and
+    # nothing forgotten for ambiguous or absent targets (0.65 already forgot an absent one).
     forget_threshold: float = Field(default=0.75, ge=0, le=1)
     forget_margin: float = Field(default=0.05, ge=0, le=1)
     profile_token_budget: int = Field(default=600, ge=50, le=20000)

@@ -2,12 +2,14 @@
 
 ``keyword`` is a literal substring filter (trigram index: codes, partial words) and ``category`` an
 exact tag filter; both restrict every mode. Only latest, unforgotten memories are searched.
+
+Every default below was chosen with ``python -m bench.retrieval`` (quality) and ``python -m
+bench.scale`` (latency); docs/performance.md has the figures.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,21 +28,52 @@ from .models import Memory, SpaceContext
 # Words that carry no meaning for full-text ranking in English, German and Italian questions. The
 # 'simple' configuration keeps every word (no stemming, so all languages behave alike), so without
 # this list "what is the ..." would match half the space.
-STOPWORDS = frozenset(
-    ["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "from", "by", "with", "about", "as", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "that", "this", "these", "those", "it", "its", "i", "you", "he", "she", "we", "they", "me", "my", "your", "our", "their", "his", "her", "them", "us", "there", "here", "have", "has", "had", "not", "no", "can", "could", "should", "would", "will", "shall", "may", "might", "must", "any", "some", "all", "into", "than", "then", "so", "if", "but", "just", "also", "very", "too", "please", "tell", "know", "der", "die", "das", "ein", "eine", "einer", "eines", "einem", "einen", "und", "oder", "von", "zu", "im", "in", "am", "an", "auf", "für", "mit", "über", "ist", "sind", "war", "waren", "wird", "werden", "wer", "was", "wann", "wo", "warum", "wie", "welche", "welcher", "welches", "den", "dem", "des", "nicht", "kein", "keine", "es", "ich", "du", "er", "sie", "wir", "ihr", "mir", "mich", "uns", "euch", "sein", "seine", "ihre", "bei", "nach", "aus", "il", "lo", "la", "i", "gli", "le", "un", "uno", "una", "e", "o", "di", "da", "in", "con", "su", "per", "tra", "fra", "che", "chi", "cosa", "quando", "dove", "perché", "come", "quale", "quali", "è", "sono", "era", "erano", "del", "della", "dei", "delle", "degli", "al", "alla", "ai", "alle", "nel", "nella", "non", "mi", "ti", "ci", "si"]
-)
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
+_STOPWORDS_BY_LANGUAGE = {
+    "en": """a an the and or of to in on at for from by with about as is are was were be been being do does
+        did what which who whom whose when where why how that this these those it its i you he she we they
+        me my your our their his her them us there here have has had not no can could should would will
+        shall may might must any some all into than then so if but just also very too please tell know""",
+    "de": """der die das ein eine einer eines einem einen und oder von zu im am an auf für mit über ist sind
+        war waren wird werden wer was wann wo warum wie welche welcher welches den dem des nicht kein
+        keine es ich du er sie wir ihr mir mich uns euch sein seine ihre bei nach aus""",
+    "it": """il lo la i gli le un uno una e o di da con su per tra fra che chi cosa quando dove perché come
+        quale quali è sono era erano del della dei delle degli al alla ai alle nel nella non mi ti ci si""",
+}
+STOPWORDS = frozenset(word for words in _STOPWORDS_BY_LANGUAGE.values() for word in words.split())
+MAX_TERMS = 32
 
 
 @dataclass(frozen=True)
 class SearchParams:
     """Tuning knobs; defaults chosen by the retrieval benchmark (docs/performance.md)."""
 
+    # HNSW candidate list per scan step: recall vs latency, measured by bench/scale.py.
     ef_search: int = 100
+    # Reciprocal rank fusion constant. 60 is the usual value; 10 and 30 measured within one query
+    # of it on recall@10, and a larger k keeps fused scores comparable for the newer-first rule.
     rrf_k: int = 60
-    recency_weight: float = 0.002
+    # Added to a just-saved memory's score, halving every ``recency_half_life_days``. Kept below the
+    # gap between neighbouring ranks at the top (1/61 - 1/62 = 0.00026), so it breaks near-ties
+    # towards newer memories but never outvotes relevance: at 0.002 (eight ranks' worth) recall@1
+    # fell from 0.63 to 0.56, because when a memory was written says little about whether it answers.
+    recency_weight: float = 0.0002
     recency_half_life_days: float = 30.0
+    # How many candidates each mode contributes to the fusion.
     candidates: int = 50
+    # Full text reads at most this many memories per query word before ranking (see _fulltext):
+    # at 100k memories 1000 gave p50 27 ms, 200 gave 14 ms; recall on the retrieval benchmark was
+    # the same even at 20, since the words that decide a ranking are the rare ones.
+    rows_per_term: int = 200
+    # Two results at least this similar to each other (cosine of their embeddings) are taken to be
+    # about the same subject, and the newer one is put above the older one if its own score is
+    # within ``newer_within`` of it: a correction outranks the fact it corrects even when it was
+    # not saved as a new version. Auto-supersede cannot do this at save time (correction pairs and
+    # unrelated look-alikes overlap in similarity); at query time both stay visible, only the order
+    # changes, and the query has to rank both before the rule applies.
+    same_subject_similarity: float = 0.6
+    newer_within: float = 0.85
+    # Off only to measure semantic search on its own (bench/retrieval.py compares the modes).
+    fulltext: bool = True
 
 
 @dataclass(frozen=True)
@@ -58,18 +91,34 @@ class SearchResult:
     fallback: str | None = None  # why a mode was skipped, e.g. the embedder being down
 
 
-def fulltext_query(query: str) -> str | None:
-    """An OR of the query's meaningful words as a tsquery string, or None if none remain."""
-    words = []
-    for word in _WORD_RE.findall(query.lower()):
-        if word not in STOPWORDS and word not in words and len(word) > 1:
-            words.append(word)
-    if not words:
-        return None
-    return " | ".join("'" + w.replace("'", "''") + "'" for w in words[:32])
+@dataclass
+class _Candidate:
+    id: uuid.UUID
+    created_at: datetime
+    score: float = 0.0
+    similarity: float | None = None
+    modes: tuple[str, ...] = ()
+
+
+def fulltext_terms(lexemes: Sequence[str]) -> list[str]:
+    """tsquery operands (quoted lexemes) for the meaningful, distinct words of a query.
+
+    ``lexemes`` come from PostgreSQL's own parser (``to_tsvector('simple', query)``), so a query
+    splits exactly like the stored text: "INC-61839" is 'inc' and '-61839' on both sides, which a
+    regular-expression tokenizer gets wrong. Single characters and stopwords carry no signal.
+    """
+    terms: list[str] = []
+    seen: set[str] = set()
+    for lexeme in lexemes:
+        if len(lexeme) < 2 or lexeme in STOPWORDS or lexeme in seen:
+            continue
+        seen.add(lexeme)
+        terms.append("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'")
+    return terms[:MAX_TERMS]
 
 
 def like_pattern(keyword: str) -> str:
+    """An ILIKE pattern matching ``keyword`` literally anywhere: ``%`` and ``_`` are not wildcards."""
     escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
@@ -116,106 +165,188 @@ async def search_memories(
         filter_modes.append("category")
     where = " AND ".join(filters)
 
-    ranked: dict[str, list[tuple[uuid.UUID, float]]] = {}
+    ranked: dict[str, list[_Candidate]] = {}
     async with db.transaction([ctx.space.id]) as conn:
         if query is not None:
             if query_embedding is not None:
                 ranked["semantic"] = await _semantic(conn, where, bind, query_embedding, params)
-            tsq = fulltext_query(query)
-            if tsq is not None:
-                ranked["fulltext"] = await _fulltext(conn, where, bind, tsq)
-        else:
+            if params.fulltext or query_embedding is None:
+                ranked["fulltext"] = await _fulltext(conn, where, bind, query, params)
+        if query is None or (keyword is not None and params.fulltext):
+            # A keyword is a literal promise: its matches are ranked even when neither the question's
+            # meaning nor its words point at them (an approximate index scan may stop before it
+            # reaches a rare match; a code rarely shares words with the question around it). Like full
+            # text, this lexical list is left out when semantic search is measured on its own.
             ranked["filter"] = await _filtered(conn, where, bind, keyword)
-        hits = await _fuse(conn, ranked, filter_modes, limit, params)
+        fused = _fuse(ranked, filter_modes, params)
+        if query is not None:
+            fused = await _newer_first(conn, fused[: 3 * limit], params)
+        hits = await _hits(conn, fused[:limit])
     modes = tuple(m for m in ranked if m != "filter") + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)
 
 
 async def _semantic(
     conn: AsyncConnection, where: str, bind: dict[str, Any], embedding: Sequence[float], params: SearchParams
-) -> list[tuple[uuid.UUID, float]]:
+) -> list[_Candidate]:
     # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
     # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
+    # relaxed_order returns rows slightly out of distance order; the outer query re-sorts them.
     await conn.execute(text(f"SET LOCAL hnsw.ef_search = {int(params.ef_search)}"))
     await conn.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
     rows = await conn.execute(
         text(
-            "SELECT id, distance FROM ("
-            "  SELECT m.id, m.embedding <=> CAST(:e AS halfvec) AS distance FROM memories m"
+            "SELECT id, created_at, distance FROM ("
+            "  SELECT m.id, m.created_at, m.embedding <=> CAST(:e AS halfvec) AS distance FROM memories m"
             f"  WHERE {where} AND m.embedding IS NOT NULL"
             "  ORDER BY m.embedding <=> CAST(:e AS halfvec) LIMIT :k"
             ") c ORDER BY distance"
         ),
         {**bind, "e": vector_literal(embedding)},
     )
-    return [(r.id, 1.0 - float(r.distance)) for r in rows]
+    return [_Candidate(r.id, r.created_at, similarity=1.0 - float(r.distance)) for r in rows]
 
 
 async def _fulltext(
-    conn: AsyncConnection, where: str, bind: dict[str, Any], tsq: str
-) -> list[tuple[uuid.UUID, float]]:
+    conn: AsyncConnection, where: str, bind: dict[str, Any], query: str, params: SearchParams
+) -> list[_Candidate]:
+    """Memories sharing words with the query, by coverage: the share of the query's words they hold.
+
+    An OR of the words finds everything that shares one, which for a question is mostly noise
+    ("need", "team"); ordering by coverage first puts a memory holding every word of a quoted code
+    or phrase above one that shares a single common word, and the fusion weighs each match by its
+    squared coverage (a memory holding 1 of 5 words counts 1/25 of a full match).
+
+    Each word contributes at most ``params.rows_per_term`` rows before ranking, so a common word
+    in a million-memory space costs a bounded amount of work: rare words (codes, names) are always
+    read in full, and a memory holding a rare word is found through it.
+    """
+    lexemes = (
+        await conn.execute(
+            text("SELECT lexeme FROM unnest(to_tsvector('simple', :q)) ORDER BY positions[1]"), {"q": query}
+        )
+    ).scalars()
+    terms = fulltext_terms(list(lexemes))
+    if not terms:
+        return []
+    bind = {**bind, "tsq": " | ".join(terms), "per_term": params.rows_per_term}
+    matched, per_term = [], []
+    for i, term in enumerate(terms):
+        bind[f"t{i}"] = term
+        matched.append(f"(m.tsv @@ CAST(:t{i} AS tsquery))::int")
+        per_term.append(
+            f"(SELECT m.id FROM memories m WHERE {where} AND m.tsv @@ CAST(:t{i} AS tsquery) LIMIT :per_term)"
+        )
     rows = await conn.execute(
         text(
-            "SELECT m.id, ts_rank_cd(m.tsv, q, 1) AS rank "
-            "FROM memories m, to_tsquery('simple', :tsq) q "
-            f"WHERE {where} AND m.tsv @@ q ORDER BY rank DESC, m.created_at DESC LIMIT :k"
+            f"SELECT m.id, m.created_at, {' + '.join(matched)} AS matched "
+            f"FROM memories m, CAST(:tsq AS tsquery) q WHERE m.id IN ({' UNION '.join(per_term)}) "
+            "ORDER BY matched DESC, ts_rank_cd(m.tsv, q, 1) DESC, m.created_at DESC LIMIT :k"
         ),
-        {**bind, "tsq": tsq},
+        bind,
     )
-    return [(r.id, float(r.rank)) for r in rows]
+    return [_Candidate(r.id, r.created_at, score=(r.matched / len(terms)) ** 2) for r in rows]
 
 
 async def _filtered(
     conn: AsyncConnection, where: str, bind: dict[str, Any], keyword: str | None
-) -> list[tuple[uuid.UUID, float]]:
+) -> list[_Candidate]:
     """Keyword and/or category alone: closest literal matches first, then newest."""
     order = "m.created_at DESC"
     if keyword is not None:
         bind = {**bind, "kwraw": keyword}
         order = "word_similarity(:kwraw, m.content) DESC, m.created_at DESC"
     rows = await conn.execute(
-        text(f"SELECT m.id FROM memories m WHERE {where} ORDER BY {order} LIMIT :k"), bind
+        text(f"SELECT m.id, m.created_at FROM memories m WHERE {where} ORDER BY {order} LIMIT :k"), bind
     )
-    return [(r.id, 0.0) for r in rows]
+    return [_Candidate(r.id, r.created_at, score=1.0) for r in rows]
 
 
-async def _fuse(
-    conn: AsyncConnection,
-    ranked: dict[str, list[tuple[uuid.UUID, float]]],
-    filter_modes: list[str],
-    limit: int,
-    params: SearchParams,
-) -> list[SearchHit]:
-    scores: dict[uuid.UUID, float] = {}
-    modes: dict[uuid.UUID, list[str]] = {}
+def _fuse(
+    ranked: dict[str, list[_Candidate]], filter_modes: list[str], params: SearchParams
+) -> list[_Candidate]:
+    """Weighted reciprocal rank fusion plus a small recency term, best first.
+
+    Each mode adds weight / (rrf_k + rank): semantic matches weigh 1, full-text matches their
+    squared coverage (see ``_fulltext``). Ranks rather than raw scores, because cosine similarity
+    and text rank live on unrelated scales; the weight keeps a one-word overlap from counting as
+    much as a quoted phrase.
+    """
+    fused: dict[uuid.UUID, _Candidate] = {}
     for mode, items in ranked.items():
-        for rank, (memory_id, _) in enumerate(items, start=1):
-            scores[memory_id] = scores.get(memory_id, 0.0) + 1.0 / (params.rrf_k + rank)
+        for rank, item in enumerate(items, start=1):
+            entry = fused.setdefault(item.id, _Candidate(item.id, item.created_at))
+            weight = item.score if mode == "fulltext" else 1.0
+            entry.score += weight / (params.rrf_k + rank)
+            if item.similarity is not None:
+                entry.similarity = item.similarity
             if mode != "filter":
-                modes.setdefault(memory_id, []).append(mode)
-    if not scores:
-        return []
-    similarity = dict(ranked.get("semantic", []))
-    rows = await conn.execute(text(f"{MEMORY_SELECT} WHERE m.id = ANY(:ids)"), {"ids": list(scores)})
-    memories = {r.id: memory_from_row(r) for r in rows}
+                entry.modes += (mode,)
     now = datetime.now(UTC)
-    hits = []
-    for memory_id, score in scores.items():
-        memory = memories.get(memory_id)
-        if memory is None:
-            continue
-        age_days = max((now - memory.created_at).total_seconds() / 86400.0, 0.0)
-        recency = params.recency_weight * math.exp(-age_days * math.log(2) / params.recency_half_life_days)
-        hits.append(
-            SearchHit(
-                memory=memory,
-                score=round(score + recency, 6),
-                modes=tuple(modes.get(memory_id, [])) + tuple(filter_modes),
-                similarity=round(similarity[memory_id], 4) if memory_id in similarity else None,
-            )
+    decay = math.log(2) / params.recency_half_life_days
+    for entry in fused.values():
+        age_days = max((now - entry.created_at).total_seconds() / 86400.0, 0.0)
+        entry.score += params.recency_weight * math.exp(-age_days * decay)
+        entry.modes += tuple(filter_modes)
+    return sorted(fused.values(), key=lambda c: (-c.score, -c.created_at.timestamp()))
+
+
+async def _newer_first(
+    conn: AsyncConnection, candidates: list[_Candidate], params: SearchParams
+) -> list[_Candidate]:
+    """Put a newer memory above an older one on the same subject when the query ranks them alike.
+
+    See ``SearchParams.same_subject_similarity``. The pairs come from the stored embeddings, so this
+    works in the full-text fallback too; memories without a vector are left where they are.
+    """
+    if len(candidates) < 2 or params.same_subject_similarity >= 1.0:
+        return candidates
+    rows = await conn.execute(
+        text(
+            "SELECT a.id AS older, b.id AS newer FROM memories a JOIN memories b ON b.created_at > a.created_at "
+            "WHERE a.id = ANY(:ids) AND b.id = ANY(:ids) AND (a.embedding <=> b.embedding) <= :distance"
+        ),
+        {"ids": [c.id for c in candidates], "distance": 1.0 - params.same_subject_similarity},
+    )
+    pairs = [(r.older, r.newer) for r in rows]
+    order = list(candidates)
+    # Each move puts one memory directly above another; a bounded number of passes settles chains
+    # (a fact corrected twice) without looping on a cycle of near-ties.
+    for _ in range(len(order)):
+        position = {c.id: i for i, c in enumerate(order)}
+        move = next(
+            (
+                (position[older], position[newer])
+                for older, newer in pairs
+                if position[newer] > position[older]
+                and order[position[newer]].score >= params.newer_within * order[position[older]].score
+            ),
+            None,
         )
-    hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp()))
-    return hits[:limit]
+        if move is None:
+            break
+        order.insert(move[0], order.pop(move[1]))
+    return order
+
+
+async def _hits(conn: AsyncConnection, chosen: list[_Candidate]) -> list[SearchHit]:
+    """Load the chosen memories (only these: the join with users and spaces is the costly part)."""
+    if not chosen:
+        return []
+    rows = await conn.execute(
+        text(f"{MEMORY_SELECT} WHERE m.id = ANY(:ids)"), {"ids": [c.id for c in chosen]}
+    )
+    memories = {r.id: memory_from_row(r) for r in rows}
+    return [
+        SearchHit(
+            memory=memories[c.id],
+            score=round(c.score, 6),
+            modes=c.modes,
+            similarity=round(c.similarity, 4) if c.similarity is not None else None,
+        )
+        for c in chosen
+        if c.id in memories
+    ]
 
 
 async def record_recalls(db: Database, counts: dict[tuple[uuid.UUID, uuid.UUID], int]) -> None:

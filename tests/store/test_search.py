@@ -1,0 +1,278 @@
+"""Hybrid search against real PostgreSQL and the real embedding model: modes, fusion, filters, spaces."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from memory_mcp.embedder.client import Embedder
+from memory_mcp.store import identity, memories, profile, search
+from memory_mcp.store.access import Access
+from memory_mcp.store.db import Database
+from memory_mcp.store.models import Memory, SpaceContext
+from sqlalchemy import text
+
+from memory_mcp.backfill import backfill
+from tests.factories import make_key, make_space, make_user
+
+
+async def writer(db: Database, space: str = "team") -> SpaceContext:
+    if await identity.get_space(db, space) is None:
+        await make_space(db, space)
+    caller = await identity.authenticate(
+        db, await make_key(db, await make_user(db), {space: Access.READ_WRITE})
+    )
+    return identity.resolve_space(caller, space)
+
+
+async def save(
+    db: Database, ctx: SpaceContext, embedder: Embedder | None, content: str, category: str | None = None
+) -> Memory:
+    vector = (await embedder.embed([content]))[0] if embedder is not None else None
+    return (await memories.save_memory(db, ctx, content, category, vector)).memory
+
+
+async def save_all(
+    db: Database, ctx: SpaceContext, embedder: Embedder, contents: list[str], category: str | None = None
+) -> list[Memory]:
+    vectors = await embedder.embed(contents)
+    return [
+        (await memories.save_memory(db, ctx, c, category, v)).memory
+        for c, v in zip(contents, vectors, strict=True)
+    ]
+
+
+async def find(
+    db: Database,
+    ctx: SpaceContext,
+    embedder: Embedder | None,
+    query: str | None = None,
+    keyword: str | None = None,
+    category: str | None = None,
+    limit: int = 10,
+    params: search.SearchParams | None = None,
+) -> search.SearchResult:
+    vector = await embedder.embed_query(query) if embedder is not None and query else None
+    return await search.search_memories(db, ctx, query, keyword, category, vector, limit, params)
+
+
+def contents(result: search.SearchResult) -> list[str]:
+    return [h.memory.content for h in result.hits]
+
+
+FILLER = [
+    "The coffee machine on the third floor is descaled on Mondays.",
+    "Quarterly planning happens in the Atlas room.",
+    "The staging cluster runs three nodes.",
+    "Holiday requests go through the HR portal.",
+    "The office plants are watered on Thursdays.",
+    "Our design reviews happen every other Wednesday.",
+]
+
+
+async def test_semantic_search_finds_a_paraphrase_that_shares_no_words(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    await save_all(db, ctx, embedder, FILLER)
+    target = await save(db, ctx, embedder, "Priya is vegetarian, so book restaurants with meat-free dishes.")
+    question = "Any dietary needs when taking her out to dinner?"
+    assert not set(question.lower().split()) & set(target.content.lower().split())
+    result = await find(db, ctx, embedder, question)
+    assert result.hits[0].memory.id == target.id
+    assert "semantic" in result.hits[0].modes and "semantic" in result.modes
+    assert result.hits[0].similarity is not None and result.hits[0].similarity > 0.3
+
+
+async def test_full_text_search_matches_words_and_splits_codes_like_the_stored_text(db: Database) -> None:
+    ctx = await writer(db)
+    for content in FILLER:
+        await save(db, ctx, None, content)
+    incident = await save(
+        db, ctx, None, "Postmortem INC-61839: E_LOCK_TIMEOUT in checkout after a schema migration."
+    )
+    await save(db, ctx, None, "Postmortem INC-61893: ERR_DNS_TIMEOUT in billing after a failover.")
+    result = await find(db, ctx, None, "What do we know about INC-61839?")
+    assert result.modes == ("fulltext",)
+    assert result.hits[0].memory.id == incident.id  # both ids share 'inc'; only one holds '-61839'
+    assert await find(db, ctx, None, "what is the") == search.SearchResult([], ("fulltext",))
+
+
+async def test_keyword_finds_codes_and_partial_words_literally(db: Database, embedder: Embedder) -> None:
+    ctx = await writer(db)
+    code = await save(db, ctx, embedder, "INC-20431: checkout timed out for 50 minutes.")
+    await save(db, ctx, embedder, "INC-21043: billing returned errors after a deploy.")
+    word = await save(db, ctx, embedder, "Ledger reconciliation runs every night.")
+    percent = await save(db, ctx, embedder, "The error budget is 0.5% per month.")
+    underscore = await save(db, ctx, embedder, "Set FEATURE_X to true in staging.")
+    await save(db, ctx, embedder, "Set FEATUREXX to false in production.")
+
+    assert [h.memory.id for h in (await find(db, ctx, embedder, keyword="INC-204")).hits] == [code.id]
+    assert [h.memory.id for h in (await find(db, ctx, embedder, keyword="reconcil")).hits] == [word.id]
+    assert [h.memory.id for h in (await find(db, ctx, embedder, keyword="5%")).hits] == [percent.id]
+    # '%' and '_' are literal characters, not LIKE wildcards.
+    assert (await find(db, ctx, embedder, keyword="INC-%31")).hits == []
+    assert [h.memory.id for h in (await find(db, ctx, embedder, keyword="FEATURE_X")).hits] == [underscore.id]
+    # With a question, the keyword still restricts every mode, and its match is always ranked.
+    result = await find(db, ctx, embedder, "What happened during the outage?", keyword="INC-204")
+    assert [h.memory.id for h in result.hits] == [code.id]
+    assert set(result.hits[0].modes) >= {"semantic", "keyword"}
+
+
+async def test_category_filter_restricts_and_alone_lists_newest_first(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    decision = await save(db, ctx, embedder, "Decision: the order service stays on PostgreSQL.", "decision")
+    await save(
+        db,
+        ctx,
+        embedder,
+        "Meeting note: we discussed moving the order service to PostgreSQL.",
+        "meeting-note",
+    )
+    later = await save(db, ctx, embedder, "Decision: new services are written in Go.", "decision")
+    result = await find(db, ctx, embedder, "Which database does the order service use?", category="decision")
+    assert {h.memory.category for h in result.hits} == {"decision"}
+    assert result.hits[0].memory.id == decision.id and "category" in result.hits[0].modes
+    listed = await find(db, ctx, embedder, category="Decision")
+    assert [h.memory.id for h in listed.hits] == [later.id, decision.id]
+
+
+async def test_a_memory_matched_by_both_modes_outranks_one_matched_by_one(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    both = await save(db, ctx, embedder, "The payout worker retries failed transfers three times.")
+    words_only = await save(db, ctx, embedder, "Worker badges are printed at reception.")
+    meaning_only = await save(
+        db, ctx, embedder, "Failed bank transfers are attempted again up to three times."
+    )
+    result = await find(db, ctx, embedder, "payout worker retries", limit=3)
+    by_id = {h.memory.id: h for h in result.hits}
+    assert set(by_id[both.id].modes) == {"semantic", "fulltext"}
+    assert by_id[both.id].score > max(by_id[words_only.id].score, by_id[meaning_only.id].score)
+    assert result.hits[0].memory.id == both.id
+
+
+async def test_a_rare_category_keeps_semantic_recall(db: Database, embedder: Embedder) -> None:
+    """Most of the space is other categories; the ANN scan must keep going until the filter is met."""
+    ctx = await writer(db)
+    await save_all(
+        db, ctx, embedder, [f"{sentence} (note {i})" for i in range(30) for sentence in FILLER], "chatter"
+    )
+    target = await save(db, ctx, embedder, "The VPN gateway for contractors is vpn2.example.com.", "howto")
+    await save(db, ctx, embedder, "Expense claims are submitted through Pleo.", "howto")
+    # A small ef_search makes one index scan step return far fewer rows than the filter needs.
+    params = search.SearchParams(ef_search=10, fulltext=False)
+    result = await find(
+        db, ctx, embedder, "How do external people connect to the network?", category="howto", params=params
+    )
+    assert result.hits and result.hits[0].memory.id == target.id
+    assert {h.memory.category for h in result.hits} == {"howto"}
+
+
+async def test_only_latest_unforgotten_memories_are_returned(db: Database, embedder: Embedder) -> None:
+    ctx = await writer(db)
+    old = await save(db, ctx, embedder, "The deploy freeze starts on the 20th.")
+    vector = (await embedder.embed(["The deploy freeze starts on the 18th."]))[0]
+    new = (
+        await memories.save_memory(
+            db, ctx, "The deploy freeze starts on the 18th.", None, vector, supersedes_id=old.id
+        )
+    ).memory
+    gone = await save(db, ctx, embedder, "The deploy freeze is announced in #releases.")
+    await memories.forget_memory(db, ctx, gone.content)
+    for query, keyword in (("When does the deploy freeze start?", None), (None, "deploy freeze")):
+        hits = (await find(db, ctx, embedder, query, keyword)).hits
+        assert [h.memory.id for h in hits] == [new.id]
+        assert hits[0].memory.is_latest and hits[0].memory.forgotten_at is None
+
+
+async def test_without_an_embedding_search_answers_from_full_text_and_says_why(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    target = await save(db, ctx, embedder, "Backups of the ledger database are restored every Friday.")
+    await save(db, ctx, embedder, "The ledger team sits on the fourth floor.")
+    reason = "semantic search unavailable: embedder down; results come from full-text search only"
+    result = await search.search_memories(db, ctx, "ledger backups restored", fallback=reason)
+    assert result.fallback == reason and result.modes == ("fulltext",)
+    assert result.hits[0].memory.id == target.id and result.hits[0].similarity is None
+
+
+async def test_a_memory_saved_without_a_vector_is_found_by_full_text_then_embedded_by_backfill(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    await save(db, ctx, embedder, "The staging cluster runs three nodes.")
+    pending = await save(db, ctx, None, "Contractors connect through the vpn2 gateway.")
+    assert not pending.has_embedding
+    question = "How do external people reach our network?"
+    before = await find(db, ctx, embedder, question)
+    assert pending.id not in [h.memory.id for h in before.hits if "semantic" in h.modes]
+    words = await find(db, ctx, embedder, "vpn2 gateway")
+    assert words.hits[0].memory.id == pending.id and words.hits[0].modes == ("fulltext",)
+    assert await backfill(db, embedder) == 1
+    after = await find(db, ctx, embedder, question)
+    assert after.hits[0].memory.id == pending.id and "semantic" in after.hits[0].modes
+
+
+async def test_a_stronger_match_in_another_space_is_never_returned(db: Database, embedder: Embedder) -> None:
+    ours = await writer(db, "ours")
+    theirs = await writer(db, "theirs")
+    exact = "The payout worker retries failed transfers three times."
+    secret = await save(db, theirs, embedder, exact)
+    mine = await save(db, ours, embedder, "Payouts are sent on Fridays.")
+    for query, keyword in ((exact, None), (None, "payout worker"), (exact, "retries")):
+        result = await find(db, ours, embedder, query, keyword)
+        ids = {h.memory.id for h in result.hits}
+        assert secret.id not in ids
+        assert ids <= {mine.id}
+    assert [h.memory.id for h in (await find(db, ours, embedder, exact)).hits] == [mine.id]
+
+
+async def test_a_correction_saved_as_a_new_memory_ranks_above_the_fact_it_corrects(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    await save_all(db, ctx, embedder, FILLER)
+    stale = await save(db, ctx, embedder, "The daily standup is at 9:30 in the Atlas room.")
+    fresh = await save(db, ctx, embedder, "The daily standup moved to 10:15 and is now video-only.")
+    async with db.transaction([ctx.space.id]) as conn:  # the stale fact was written months ago
+        await conn.execute(
+            text("UPDATE memories SET created_at = created_at - :age WHERE id = :id"),
+            {"age": timedelta(days=120), "id": stale.id},
+        )
+    ranked = [
+        h.memory.id for h in (await find(db, ctx, embedder, "When and where is the morning sync?")).hits
+    ]
+    assert ranked.index(fresh.id) < ranked.index(stale.id)
+    # Without the newer-first rule the question prefers the stale wording: the rule does the work.
+    plain = search.SearchParams(same_subject_similarity=1.0)
+    ranked = [
+        h.memory.id
+        for h in (await find(db, ctx, embedder, "When and where is the morning sync?", params=plain)).hits
+    ]
+    assert ranked.index(stale.id) < ranked.index(fresh.id)
+
+
+async def test_profile_stays_within_budget_and_separates_stable_from_recent(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    saved = await save_all(
+        db, ctx, embedder, [f"{sentence} (fact {i})" for i in range(4) for sentence in FILLER]
+    )
+    long = await save(db, ctx, None, "A very long meeting summary. " * 60)
+    recalled = saved[0]
+    await search.record_recalls(db, {(ctx.space.id, recalled.id): 5})
+    for budget in (50, 120, 400):
+        p = await profile.build_profile(db, ctx, budget)
+        assert p.tokens <= budget
+        assert p.tokens == sum(profile.estimate_tokens(m.content) for m in [*p.stable, *p.recent])
+        assert not {m.id for m in p.stable} & {m.id for m in p.recent}
+    p = await profile.build_profile(db, ctx, 400)
+    assert p.stable[0].id == recalled.id  # the most recalled fact leads the stable part
+    newest = [m.id for m in saved[-3:]]
+    assert set(newest) <= {m.id for m in p.recent}  # the newest facts are the recent part
+    assert long.id not in {m.id for m in [*p.stable, *p.recent]}  # too long for this budget, skipped
