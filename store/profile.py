@@ -51,7 +51,7 @@ async def build_profile(db: Database, ctx: SpaceContext, token_budget: int = 600
             continue
         cost = estimate_tokens(memory.content)
         if used + cost > token_budget // 2:
-            break
+            continue  # one long memory must not keep shorter stable facts out
         stable.append(memory)
         used += cost
     chosen = {m.id for m in stable}
@@ -60,7 +60,7 @@ async def build_profile(db: Database, ctx: SpaceContext, token_budget: int = 600
             continue
         cost = estimate_tokens(memory.content)
         if used + cost > token_budget:
-            break
+            continue
         recent.append(memory)
         used += cost
     return Profile(space_key=ctx.space.key, stable=stable, recent=recent, tokens=used)
