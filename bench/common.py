@@ -1,0 +1,157 @@
+"""What the store benchmarks share: a throw-away embedded PostgreSQL, fresh databases, a writer.
+
+Every benchmark runs against its own PostgreSQL in a temporary folder (removed afterwards), so
+nothing it does touches a user's data dir, and two benchmarks never share a server.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from memory_mcp.store import identity
+from memory_mcp.store.access import Access, Role
+from memory_mcp.store.db import Database
+from memory_mcp.store.embedded import APP_ROLE, OWNER_ROLE, EmbeddedPostgres
+from memory_mcp.store.identity import GrantSpec
+from memory_mcp.store.migrate import run_migrations
+from memory_mcp.store.models import SpaceContext
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@dataclass(frozen=True)
+class BenchDatabase:
+    """One migrated database: the server's least-privilege URL and the schema owner's URL."""
+
+    name: str
+    app_url: str
+    owner_url: str
+
+    @property
+    def owner_dsn(self) -> str:
+        """The owner URL in the form psycopg takes directly (bulk loads, index builds)."""
+        return self.owner_url.replace("+psycopg", "")
+
+
+class BenchServer:
+    """An embedded PostgreSQL under a temporary folder; ``database()`` hands out fresh databases."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.pg = EmbeddedPostgres(root)
+        self._count = 0
+
+    def start(self, settings: dict[str, str] | None = None) -> None:
+        """Start; server-level ``settings`` (e.g. shared_buffers) are written and applied by a restart."""
+        self.pg.start()
+        if settings:
+            with psycopg.connect(self.superuser_dsn, autocommit=True) as conn:
+                for name, value in settings.items():
+                    conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+            self.pg.stop()
+            self.pg = EmbeddedPostgres(self.root)
+            self.pg.start()
+
+    def stop(self) -> None:
+        self.pg.stop()
+
+    @property
+    def superuser_dsn(self) -> str:
+        url: str = self.pg.superuser_url
+        return url.replace("+psycopg", "")
+
+    def database(self, label: str = "bench") -> BenchDatabase:
+        """A new database with the extensions and the schema at head, owned like a real deployment."""
+        self._count += 1
+        name = f"{label}_{self._count}"
+        with psycopg.connect(self.superuser_dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name} OWNER {OWNER_ROLE}")
+            conn.execute(f"GRANT CONNECT ON DATABASE {name} TO {APP_ROLE}")
+        with psycopg.connect(
+            self.superuser_dsn.replace("/memory_mcp?", f"/{name}?"), autocommit=True
+        ) as conn:
+            conn.execute("CREATE EXTENSION vector")
+            conn.execute("CREATE EXTENSION pg_trgm")
+        owner_url = self.pg.owner_url.replace("/memory_mcp?", f"/{name}?")
+        run_migrations(owner_url, 384, APP_ROLE)
+        return BenchDatabase(name, self.pg.app_url.replace("/memory_mcp?", f"/{name}?"), owner_url)
+
+    def mark_leakproof(self, database: BenchDatabase, functions: Sequence[str]) -> None:
+        """Mark functions LEAKPROOF in one database (superuser only; see bench/scale.py)."""
+        with psycopg.connect(
+            self.superuser_dsn.replace("/memory_mcp?", f"/{database.name}?"), autocommit=True
+        ) as conn:
+            for function in functions:
+                conn.execute(f"ALTER FUNCTION {function} LEAKPROOF")
+
+    def drop(self, database: BenchDatabase) -> None:
+        """Remove a database (the big scale points would otherwise fill the disk)."""
+        with psycopg.connect(self.superuser_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {database.name} WITH (FORCE)")
+
+
+@contextmanager
+def bench_server(settings: dict[str, str] | None = None) -> Iterator[BenchServer]:
+    root = Path(tempfile.mkdtemp(prefix="memory-mcp-bench-"))
+    server = BenchServer(root)
+    try:
+        server.start(settings)
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def writer_contexts(db: Database, spaces: Sequence[str]) -> dict[str, SpaceContext]:
+    """Create ``spaces`` and one Writer whose key reads and writes all of them; a context per space."""
+    for key in spaces:
+        await identity.upsert_space(db, key, key.title())
+    await identity.upsert_user(db, "bench", "bench@example.com", "Bench", Role.WRITER, True)
+    _, plaintext = await identity.create_key(
+        db,
+        "bench-key",
+        "bench",
+        [GrantSpec(key, Access.READ_WRITE) for key in spaces],
+        default_space=spaces[0],
+    )
+    caller = await identity.authenticate(db, plaintext)
+    return {key: identity.resolve_space(caller, key) for key in spaces}
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (no interpolation: with 200 samples p99 is the second largest)."""
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(pct / 100.0 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def machine() -> str:
+    """One line describing where the figures came from."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    memory = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(next(line.split()[1] for line in f if line.startswith("MemTotal")))
+        memory = f", {kib / 1024 / 1024:.0f} GiB RAM"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return f"{os.cpu_count()} CPU cores ({cpu}){memory}, no GPU, Python {platform.python_version()}"
