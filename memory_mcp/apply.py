@@ -90,6 +90,13 @@ def _manifest(where: str, doc: object) -> Manifest:
     return Manifest(kind, name, dict(doc["spec"]), where)
 
 
+def _identity(doc: object) -> tuple[str, str] | None:
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("metadata"), Mapping):
+        return None
+    kind, name = doc.get("kind"), doc["metadata"].get("name")
+    return (kind, name) if isinstance(kind, str) and isinstance(name, str) else None
+
+
 def load_manifests(text: str, source: str = "input") -> list[Manifest]:
     """Every Space, User and ApiKey in a multi-document YAML text, in the order they apply.
 
@@ -99,19 +106,17 @@ def load_manifests(text: str, source: str = "input") -> list[Manifest]:
     problems: list[str] = []
     seen: dict[tuple[str, str], str] = {}
     for where, doc in _documents(text, source):
+        identity = _identity(doc)
+        if identity is not None and identity in seen:
+            kind, name = identity
+            problems.append(f"{kind} '{name}' ({where}): declared twice (first in {seen[identity]})")
+            continue
+        if identity is not None:
+            seen[identity] = where
         try:
-            manifest = _manifest(where, doc)
+            manifests.append(_manifest(where, doc))
         except ValueError as exc:
             problems.append(str(exc))
-            continue
-        key = (manifest.kind, manifest.name)
-        if key in seen:
-            problems.append(
-                f"{manifest.kind} '{manifest.name}' ({where}): declared twice (first in {seen[key]})"
-            )
-            continue
-        seen[key] = where
-        manifests.append(manifest)
     if problems:
         raise ManifestError(problems)
     if not manifests:

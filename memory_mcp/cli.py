@@ -302,7 +302,7 @@ def operator(
     """Run the Kubernetes operator for Space, User and ApiKey objects (needs the `operator` extra)."""
     try:
         from memory_mcp.operator.handlers import OperatorOptions
-        from memory_mcp.operator.main import run_operator
+        from memory_mcp.operator.main import KubernetesConfigMissing, run_operator
     except ImportError as exc:
         raise fail(
             f"the operator needs kopf and kubernetes: pip install 'memory-mcp[operator]' ({exc})"
@@ -318,7 +318,7 @@ def operator(
     options = OperatorOptions(resync_interval=resync_seconds, secret_namespaces=namespaces)
     try:
         run_operator(settings, host=host, port=port, options=options)
-    except DatabaseSetupError as exc:
+    except (DatabaseSetupError, KubernetesConfigMissing) as exc:
         raise fail(str(exc)) from None
 
 

@@ -99,6 +99,10 @@ async def operate(
             await runner.cleanup()
 
 
+class KubernetesConfigMissing(Exception):
+    """Neither an in-cluster service account nor a kubeconfig is available."""
+
+
 def kubernetes_core_api() -> Any:
     """A CoreV1Api from the in-cluster service account, else from the local kubeconfig."""
     from kubernetes import client, config
@@ -106,7 +110,13 @@ def kubernetes_core_api() -> Any:
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
+        try:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError) as exc:
+            raise KubernetesConfigMissing(
+                "no Kubernetes credentials: run the operator in a cluster (service account) or point "
+                f"KUBECONFIG at a kubeconfig ({exc})"
+            ) from None
     return client.CoreV1Api()
 
 
@@ -117,16 +127,20 @@ def run_operator(
     port: int = 8080,
     options: OperatorOptions | None = None,
 ) -> None:
-    """Prepare the database (embedded or ``settings.database_url``) and run the operator until stopped."""
+    """Prepare the database (embedded or ``settings.database_url``) and run the operator until stopped.
+
+    Raises :class:`KubernetesConfigMissing` before touching the database when no cluster is reachable.
+    """
+    core_api = kubernetes_core_api()
     prepared = prepare_database(settings)
     try:
-        asyncio.run(_run(prepared.open(settings.db_pool_size), host, port, options))
+        asyncio.run(_run(prepared.open(settings.db_pool_size), core_api, host, port, options))
     finally:
         prepared.stop()
 
 
-async def _run(db: Database, host: str, port: int, options: OperatorOptions | None) -> None:
+async def _run(db: Database, core_api: Any, host: str, port: int, options: OperatorOptions | None) -> None:
     try:
-        await operate(db, kubernetes_core_api(), options, probe_host=host, probe_port=port)
+        await operate(db, core_api, options, probe_host=host, probe_port=port)
     finally:
         await db.close()

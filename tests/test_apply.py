@@ -1,0 +1,292 @@
+"""`memory-mcp apply`: manifests checked like the CRDs check them, applied once, re-applied as no-ops."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import yaml
+from memory_mcp.store import identity
+from memory_mcp.store.db import Database
+from memory_mcp.store.embedded import EmbeddedPostgres
+from memory_mcp.store.errors import AuthenticationFailed
+
+from memory_mcp.apply import ManifestError, apply_manifests, keys_file_content, load_manifests
+from tests.crds.crd_schema import load_crds, validation_errors
+from tests.server.conftest import run_server
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "docs" / "examples").glob("*.yaml"))
+API_VERSION = "memory-mcp.io/v1alpha1"
+
+
+def obj(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def team(*, access: str = "ReadWrite", active: bool = True, rotation: int = 0) -> str:
+    """A small team file; ApiKeys first, to show that the order in the file does not matter."""
+    return yaml.safe_dump_all(
+        [
+            obj(
+                "ApiKey",
+                "ada-laptop",
+                user="ada",
+                grants=[{"space": "alpha", "access": access}, {"space": "handbook", "access": "Read"}],
+                defaultSpace="alpha",
+                secretRef={"namespace": "agents", "name": "ada-key"},
+                rotationGeneration=rotation,
+            ),
+            obj(
+                "User",
+                "ada",
+                email="ada@example.com",
+                displayName="Ada Lovelace",
+                role="Writer",
+                active=active,
+            ),
+            obj("Space", "alpha", displayName="Alpha"),
+            obj("Space", "handbook", displayName="Handbook", deletionPolicy="Retain"),
+        ]
+    )
+
+
+async def apply_text(db: Database, text: str) -> Any:
+    return await apply_manifests(db, load_manifests(text, "team.yaml"))
+
+
+async def grants_of(db: Database, key: str) -> dict[str, str]:
+    caller = await identity.authenticate(db, key)
+    return {g.space.key: g.access.value for g in caller.grants}
+
+
+async def test_apply_creates_everything_and_reapplying_changes_nothing(db: Database) -> None:
+    first = await apply_text(db, team())
+    assert first.ok
+    assert [r.describe() for r in first.results] == [
+        "space/alpha: created space 'alpha'",
+        "space/handbook: created space 'handbook'",
+        "user/ada: created user 'ada' (Writer)",
+        "apikey/ada-laptop: issued a new key for user 'ada'",
+    ]
+    (key,) = first.new_keys.values()
+    assert list(first.new_keys) == ["ada-laptop"]
+    assert await grants_of(db, key) == {"alpha": "ReadWrite", "handbook": "Read"}
+
+    again = await apply_text(db, team())
+    assert again.ok and again.new_keys == {}
+    assert {r.describe().split(": ", 1)[1] for r in again.results} == {"unchanged"}
+    assert await grants_of(db, key) == {"alpha": "ReadWrite", "handbook": "Read"}
+
+
+async def test_a_changed_grant_applies_to_the_same_key(db: Database) -> None:
+    key = (await apply_text(db, team())).new_keys["ada-laptop"]
+    changed = await apply_text(db, team(access="Read"))
+    assert changed.new_keys == {}
+    assert changed.results[-1].describe() == (
+        "apikey/ada-laptop: set grants to alpha=Read, handbook=Read (were alpha=ReadWrite, handbook=Read)"
+    )
+    assert await grants_of(db, key) == {"alpha": "Read", "handbook": "Read"}
+
+
+async def test_a_deactivated_user_is_locked_out_of_the_real_server(
+    db: Database, db_urls: tuple[str, str]
+) -> None:
+    key = (await apply_text(db, team())).new_keys["ada-laptop"]
+    async with run_server(db_urls[0], None) as server, httpx2.AsyncClient(base_url=server.base) as http:
+        headers = {"Authorization": f"Bearer {key}"}
+        whoami = await http.get("/v1/whoami", headers=headers)
+        assert whoami.status_code == 200
+        assert whoami.json()["user"]["email"] == "ada@example.com"
+        report = await apply_text(db, team(active=False))
+        assert (
+            report.results[2].describe()
+            == "user/ada: deactivated user 'ada': none of their keys work any more"
+        )
+        assert (await http.get("/v1/whoami", headers=headers)).status_code == 401
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, key)
+    back = await apply_text(db, team(active=True))
+    assert back.new_keys == {}
+    assert await grants_of(db, key) == {"alpha": "ReadWrite", "handbook": "Read"}
+
+
+async def test_raising_the_rotation_generation_issues_one_new_key(db: Database) -> None:
+    old = (await apply_text(db, team())).new_keys["ada-laptop"]
+    new = (await apply_text(db, team(rotation=1))).new_keys["ada-laptop"]
+    assert new != old
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, old)
+    assert await grants_of(db, new) == {"alpha": "ReadWrite", "handbook": "Read"}
+    assert (await apply_text(db, team(rotation=1))).new_keys == {}
+
+
+async def test_a_key_on_an_undeclared_space_is_reported_and_the_rest_applies(db: Database) -> None:
+    text = yaml.safe_dump_all(
+        [
+            obj("User", "ada", email="ada@example.com", displayName="Ada"),
+            obj(
+                "ApiKey",
+                "k",
+                user="ada",
+                grants=[{"space": "nowhere", "access": "Read"}],
+                secretRef={"namespace": "a", "name": "b"},
+            ),
+        ]
+    )
+    report = await apply_text(db, text)
+    assert not report.ok and report.new_keys == {}
+    assert report.results[1].describe() == (
+        "apikey/k: not applied (SpaceNotFound): Granted space 'nowhere' does not exist; "
+        "declare it as a Space and this key follows."
+    )
+    assert await identity.get_user(db, "ada") is not None
+
+
+def test_every_invalid_object_is_named_with_its_field() -> None:
+    text = yaml.safe_dump_all(
+        [
+            obj("Space", "alpha", displayName="Alpha", deletionPolicy="Keep"),
+            {**obj("User", "ada", email="not-an-email", displayName="Ada")},
+            obj("ApiKey", "k", user="ada", grants=[{"space": "alpha", "access": "Write"}], secretRef={}),
+            obj(
+                "ApiKey",
+                "d",
+                user="ada",
+                grants=[{"space": "alpha", "access": "Read"}],
+                defaultSpace="beta",
+                secretRef={"namespace": "a", "name": "b"},
+            ),
+            {**obj("Space", "alpha", displayName="Again")},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+            {**obj("Space", "beta", displayName="B"), "apiVersion": "memory-mcp.io/v1"},
+            {"apiVersion": API_VERSION, "kind": "User", "spec": {}},
+        ]
+    )
+    with pytest.raises(ManifestError) as caught:
+        load_manifests(text, "team.yaml")
+    assert caught.value.problems == [
+        "Space 'alpha' (team.yaml, document 1): spec.deletionPolicy: must be 'Retain' or 'Delete', got 'Keep'",
+        "User 'ada' (team.yaml, document 2): spec.email: must be an email address, got 'not-an-email'",
+        "ApiKey 'k' (team.yaml, document 3): spec.grants[0].access: must be 'Read' or 'ReadWrite', got 'Write'",
+        "ApiKey 'd' (team.yaml, document 4): spec.defaultSpace: 'beta' must be one of the granted spaces",
+        "Space 'alpha' (team.yaml, document 5): declared twice (first in team.yaml, document 1)",
+        "team.yaml, document 6: kind must be one of Space, User, ApiKey, got 'ConfigMap'",
+        "Space 'beta' (team.yaml, document 7): apiVersion must be memory-mcp.io/v1alpha1, got 'memory-mcp.io/v1'",
+        "User (team.yaml, document 8): metadata.name is required",
+    ]
+
+
+def test_broken_yaml_and_empty_files_are_refused() -> None:
+    with pytest.raises(ManifestError, match=r"team\.yaml: not valid YAML"):
+        load_manifests("kind: [Space", "team.yaml")
+    with pytest.raises(ManifestError, match="no Space, User or ApiKey objects found"):
+        load_manifests("---\n", "team.yaml")
+
+
+def test_a_kubernetes_list_is_unpacked() -> None:
+    text = yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": [obj("Space", "alpha", displayName="A")]}
+    )
+    assert [str(m) for m in load_manifests(text)] == ["space/alpha"]
+
+
+def test_keys_file_keeps_earlier_keys(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    assert json.loads(keys_file_content(path, {"a": "mmk_1"})) == {"a": "mmk_1"}
+    path.write_text(json.dumps({"a": "mmk_1", "b": "mmk_2"}))
+    assert json.loads(keys_file_content(path, {"b": "mmk_3"})) == {"a": "mmk_1", "b": "mmk_3"}
+    path.write_text("[1, 2]")
+    with pytest.raises(ManifestError, match="not a JSON object of keys"):
+        keys_file_content(path, {})
+
+
+# --- the examples in docs/examples -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_objects_pass_the_crd_schemas(path: Path) -> None:
+    crds = load_crds()
+    objects = [o for o in yaml.safe_load_all(path.read_text()) if o]
+    assert objects
+    for manifest in objects:
+        assert validation_errors(crds[manifest["kind"]], manifest) == [], manifest["metadata"]["name"]
+    assert len(load_manifests(path.read_text(), path.name)) == len(objects)
+
+
+async def test_the_examples_apply_cleanly_and_reapply_as_no_ops(db: Database) -> None:
+    assert {p.name for p in EXAMPLES} >= {"spaces.yaml", "users.yaml", "apikeys.yaml", "laptop.yaml"}
+    manifests = [m for path in EXAMPLES for m in load_manifests(path.read_text(), path.name)]
+    report = await apply_manifests(db, manifests)
+    assert report.ok, [r.describe() for r in report.results if not r.outcome.ready]
+    assert sorted(report.new_keys) == ["ada-laptop", "ci-bot-docs", "grace-agent", "me-claude"]
+    assert await grants_of(db, report.new_keys["grace-agent"]) == {
+        "team-alpha": "ReadWrite",
+        "handbook": "Read",
+    }
+    again = await apply_manifests(db, manifests)
+    assert again.ok and again.new_keys == {} and not any(r.outcome.changed for r in again.results)
+
+
+# --- the command, next to another process on the same data dir ---------------------------------
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memory_mcp.cli", "apply", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "MEMORY_MCP_LOG_JSON": "false"},
+    )
+
+
+async def test_cli_applies_beside_a_running_server_on_the_same_data_dir(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    # What `memory-mcp serve` holds while it runs: the embedded PostgreSQL under the data dir.
+    held = EmbeddedPostgres(data_dir)
+    held.start()
+    try:
+        manifest = tmp_path / "team.yaml"
+        manifest.write_text(team())
+        keys_out = tmp_path / "keys.json"
+        first = run_cli("-f", str(manifest), "--data-dir", str(data_dir), "--keys-out", str(keys_out))
+        assert first.returncode == 0, first.stderr
+        assert "apikey/ada-laptop: issued a new key for user 'ada'" in first.stderr
+        assert first.stdout == ""  # the key went to the file, not the terminal
+        assert stat.S_IMODE(keys_out.stat().st_mode) == 0o600
+        keys = json.loads(keys_out.read_text())
+        assert list(keys) == ["ada-laptop"]
+
+        second = run_cli("-f", str(manifest), "--data-dir", str(data_dir))
+        assert second.returncode == 0, second.stderr
+        assert second.stdout == ""
+        assert "apikey/ada-laptop: unchanged" in second.stderr
+
+        manifest.write_text(team(rotation=1))
+        third = run_cli("-f", str(manifest), "--data-dir", str(data_dir))
+        assert third.returncode == 0, third.stderr
+        (line,) = third.stdout.splitlines()
+        name, new_key = line.split(": ")
+        assert name == "ada-laptop" and new_key.startswith("mmk_") and new_key != keys["ada-laptop"]
+
+        invalid = tmp_path / "bad.yaml"
+        invalid.write_text(yaml.safe_dump(obj("Space", "Bad_Name", displayName="x")))
+        refused = run_cli("-f", str(invalid), "--data-dir", str(data_dir))
+        assert refused.returncode == 1
+        assert "metadata.name: must be 1-63 lowercase letters" in refused.stderr
+
+        # The server's PostgreSQL outlived every apply and sees what they did.
+        db = Database(held.app_url, pool_size=1)
+        try:
+            assert await grants_of(db, new_key) == {"alpha": "ReadWrite", "handbook": "Read"}
+        finally:
+            await db.close()
+    finally:
+        held.stop()
