@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +24,6 @@ from .kube_secrets import KubernetesSecretStore, Owner
 from .outcome import Outcome
 from .specs import GROUP, VERSION
 from .status import ready_condition, status_update
-
-log = logging.getLogger(__name__)
 
 # A reconcile of one object: (name, spec, body) -> outcome.
 Work = Callable[[str, Mapping[str, Any], kopf.Body], Awaitable[Outcome]]

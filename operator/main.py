@@ -18,8 +18,6 @@ from memory_mcp.settings import Settings
 
 from .handlers import OperatorContext, OperatorOptions, build_registry
 
-log = logging.getLogger(__name__)
-
 FINALIZER = "memory-mcp.io/finalizer"
 ANNOTATION_PREFIX = "memory-mcp.io"
 
