@@ -171,9 +171,10 @@ async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int)
 
     embedder = await make_embedder(settings)
     try:
-        await db.check_ready(embedder.dim) if not reembed else None
         if reembed:
             await memories.clear_embeddings(db)
+        else:
+            await db.check_ready(embedder.dim)
         total = await memories.count_missing_embeddings(db)
         with Progress(console=console) as progress:
             task = progress.add_task("embedding", total=total)

@@ -136,3 +136,44 @@ def test_migrate_is_idempotent(data_dir: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert "schema is at revision" in result.stderr
     assert not postgres_running(data_dir)
+
+
+def test_backfill_embeds_what_was_saved_without_vectors(data_dir: Path) -> None:
+    import asyncio
+
+    from memory_mcp.database import prepare_database
+    from memory_mcp.settings import Settings
+    from memory_mcp.store import identity, memories
+
+    async def arrange(prepared) -> None:  # type: ignore[no-untyped-def]
+        db = prepared.open(pool_size=2)
+        try:
+            caller = await identity.authenticate(db, await identity.bootstrap(db))
+            ctx = identity.resolve_space(caller, None)
+            for i in range(3):
+                await memories.save_memory(db, ctx, f"Saved while the embedder was down, number {i}.")
+            assert await memories.count_missing_embeddings(db) == 3
+        finally:
+            await db.close()
+
+    async def missing(prepared) -> int:  # type: ignore[no-untyped-def]
+        db = prepared.open(pool_size=1)
+        try:
+            return await memories.count_missing_embeddings(db)
+        finally:
+            await db.close()
+
+    prepared = prepare_database(Settings(data_dir=data_dir))
+    try:
+        asyncio.run(arrange(prepared))
+        result = subprocess.run(
+            [sys.executable, "-m", "memory_mcp.cli", "backfill", "--data-dir", str(data_dir)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "embedded 3 memories" in result.stderr
+        assert asyncio.run(missing(prepared)) == 0
+    finally:
+        prepared.stop()
