@@ -239,9 +239,12 @@ def summarize(
     corrections = [o for o in hybrid if o.query.kind == "correction"]
     if corrections:
         first = sum(o.corrected_first() for o in corrections)
+        either = sum(any(k in o.query.expected or k in o.query.stale for k in o.ranked) for o in corrections)
         print(
-            f"  corrected fact above the stale one (hybrid): {first}/{len(corrections)} = {first / len(corrections):.3f}"
+            f"  corrected fact first (hybrid, top 10): {first}/{len(corrections)} = {first / len(corrections):.3f}; "
+            f"{first}/{either} = {first / max(either, 1):.3f} of the queries that returned either version"
         )
+    print(f"  hits that are an old version or forgotten: {sum(o.not_latest for o in outcomes)}")
     tokens = [o.tokens for o in hybrid]
     with_profile = [o.tokens + profile_tokens[o.query.space] for o in hybrid]
     print(

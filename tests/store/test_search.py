@@ -162,13 +162,17 @@ async def test_a_rare_category_keeps_semantic_recall(db: Database, embedder: Emb
     )
     target = await save(db, ctx, embedder, "The VPN gateway for contractors is vpn2.example.com.", "howto")
     await save(db, ctx, embedder, "Expense claims are submitted through Pleo.", "howto")
-    # A small ef_search makes one index scan step return far fewer rows than the filter needs.
-    params = search.SearchParams(ef_search=10, fulltext=False)
-    result = await find(
-        db, ctx, embedder, "How do external people connect to the network?", category="howto", params=params
-    )
-    assert result.hits and result.hits[0].memory.id == target.id
-    assert {h.memory.category for h in result.hits} == {"howto"}
+    # Both paths: the exact search a selective filter gets by default, and the HNSW scan (forced with
+    # exact_below=0) with a small ef_search, so one scan step returns far fewer rows than the filter
+    # needs and only the iterative scan reaches the match.
+    question = "How do external people connect to the network?"
+    for params in (
+        search.SearchParams(fulltext=False),
+        search.SearchParams(ef_search=10, exact_below=0, fulltext=False),
+    ):
+        result = await find(db, ctx, embedder, question, category="howto", params=params)
+        assert result.hits and result.hits[0].memory.id == target.id
+        assert {h.memory.category for h in result.hits} == {"howto"}
 
 
 async def test_only_latest_unforgotten_memories_are_returned(db: Database, embedder: Embedder) -> None:
