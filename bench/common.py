@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from memory_mcp.store import identity
+from memory_mcp.store import apikeys, identity, users
 from memory_mcp.store.access import Access, Role
+from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import APP_ROLE, OWNER_ROLE, EmbeddedPostgres
-from memory_mcp.store.identity import GrantSpec
 from memory_mcp.store.migrate import run_migrations
 from memory_mcp.store.models import SpaceContext
 
@@ -115,9 +115,9 @@ def bench_server(settings: dict[str, str] | None = None) -> Iterator[BenchServer
 async def writer_contexts(db: Database, spaces: Sequence[str]) -> dict[str, SpaceContext]:
     """Create ``spaces`` and one Writer whose key reads and writes all of them; a context per space."""
     for key in spaces:
-        await identity.upsert_space(db, key, key.title())
-    await identity.upsert_user(db, "bench", "bench@example.com", "Bench", Role.WRITER, True)
-    _, plaintext = await identity.create_key(
+        await spaces.upsert_space(db, key, key.title())
+    await users.upsert_user(db, "bench", "bench@example.com", "Bench", Role.WRITER, True)
+    _, plaintext = await apikeys.create_key(
         db,
         "bench-key",
         "bench",

@@ -29,12 +29,41 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-TOPICS = ["deploy", "database", "oncall", "billing", "search", "auth", "frontend", "network", "storage", "release"]
+TOPICS = [
+    "deploy",
+    "database",
+    "oncall",
+    "billing",
+    "search",
+    "auth",
+    "frontend",
+    "network",
+    "storage",
+    "release",
+]
 VERBS = ["uses", "requires", "prefers", "moved to", "depends on", "was replaced by", "is owned by"]
-THINGS = ["PostgreSQL 16", "the blue cluster", "Team Orion", "weekly rotations", "a canary stage",
-          "Grafana alerts", "the EU region", "feature flags", "gRPC", "an S3 bucket", "Redis", "Kafka"]
-QUERIES = ["who owns billing?", "which database does search use?", "how do releases work?",
-           "where does the network team deploy?", "what does auth depend on?", "on-call rotation"]
+THINGS = [
+    "PostgreSQL 16",
+    "the blue cluster",
+    "Team Orion",
+    "weekly rotations",
+    "a canary stage",
+    "Grafana alerts",
+    "the EU region",
+    "feature flags",
+    "gRPC",
+    "an S3 bucket",
+    "Redis",
+    "Kafka",
+]
+QUERIES = [
+    "who owns billing?",
+    "which database does search use?",
+    "how do releases work?",
+    "where does the network team deploy?",
+    "what does auth depend on?",
+    "on-call rotation",
+]
 
 
 def free_port() -> int:
@@ -48,8 +77,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def wait_ready(base: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_ready(base: str, limit_s: float = 180) -> None:
+    deadline = time.monotonic() + limit_s
     async with httpx2.AsyncClient() as http:
         while time.monotonic() < deadline:
             try:
@@ -63,7 +92,9 @@ async def wait_ready(base: str, timeout: float = 180) -> None:
 
 async def seed(base: str, key: str, count: int) -> None:
     rng = random.Random(3)
-    async with httpx2.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+    async with httpx2.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as http:
         sem = asyncio.Semaphore(8)
 
         async def one(i: int) -> None:
@@ -104,33 +135,43 @@ async def run_clients(url: str, key: str, tool: str, clients: int, seconds: floa
     return latencies
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def measure(args: argparse.Namespace, base: str, data_dir: Path) -> None:
+    await wait_ready(base)
+    key = (data_dir / "bootstrap-key").read_text().strip()
+    t0 = time.perf_counter()
+    await seed(base, key, args.memories)
+    print(f"seeded {args.memories} memories in {time.perf_counter() - t0:.1f}s (REST, embedded on save)")
+    print(f"{'tool':<15}{'clients':>8}{'calls':>8}{'calls/s':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+    for tool in args.tools.split(","):
+        await run_clients(f"{base}/mcp", key, tool, 2, 1.0)  # warm-up: caches, pool, JIT-free paths
+        for clients in (int(c) for c in args.clients.split(",")):
+            lat = await run_clients(f"{base}/mcp", key, tool, clients, args.seconds)
+            print(
+                f"{tool:<15}{clients:>8}{len(lat):>8}{len(lat) / args.seconds:>10.1f}"
+                f"{statistics.median(lat) * 1000:>9.1f}{percentile(lat, 0.95) * 1000:>9.1f}"
+                f"{percentile(lat, 0.99) * 1000:>9.1f}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--memories", type=int, default=1000)
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--tools", default="whoAmI,search_memory,listMemories")
+    args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-load-"))
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"}
     server = subprocess.Popen(
         [sys.executable, "-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=env,
+        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"},
     )
     try:
-        await wait_ready(base)
-        key = (data_dir / "bootstrap-key").read_text().strip()
-        t0 = time.perf_counter()
-        await seed(base, key, args.memories)
-        print(f"seeded {args.memories} memories in {time.perf_counter() - t0:.1f}s (REST, embedded on save)")
-        print(f"{'tool':<15}{'clients':>8}{'calls':>8}{'calls/s':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
-        for tool in args.tools.split(","):
-            await run_clients(f"{base}/mcp", key, tool, 2, 1.0)  # warm-up: caches, pool, JIT-free paths
-            for clients in (int(c) for c in args.clients.split(",")):
-                lat = await run_clients(f"{base}/mcp", key, tool, clients, args.seconds)
-                print(
-                    f"{tool:<15}{clients:>8}{len(lat):>8}{len(lat) / args.seconds:>10.1f}"
-                    f"{statistics.median(lat) * 1000:>9.1f}{percentile(lat, 0.95) * 1000:>9.1f}"
-                    f"{percentile(lat, 0.99) * 1000:>9.1f}"
-                )
+        asyncio.run(measure(args, f"http://127.0.0.1:{port}", data_dir))
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -138,15 +179,6 @@ async def main_async(args: argparse.Namespace) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--memories", type=int, default=1000)
-    parser.add_argument("--clients", default="1,4,16")
-    parser.add_argument("--tools", default="whoAmI,search_memory,listMemories")
-    asyncio.run(main_async(parser.parse_args()))
 
 
 if __name__ == "__main__":

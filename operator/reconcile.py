@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_mcp.store import identity, keys, validation
+from memory_mcp.store import apikeys, keys, spaces, users, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import Conflict, NotFound, SpaceNotFound, ValidationError
 from memory_mcp.store.models import User
@@ -40,8 +40,8 @@ async def reconcile_space(
         wanted = SpaceSpec.parse(spec)
     except ValidationError as exc:
         return Outcome.invalid(exc)
-    before = await identity.get_space(db, name)
-    _, changed = await identity.upsert_space(
+    before = await spaces.get_space(db, name)
+    _, changed = await spaces.upsert_space(
         db,
         name,
         wanted.display_name,
@@ -51,7 +51,7 @@ async def reconcile_space(
         wanted.max_documents,
         actor=actor,
     )
-    counts = await identity.space_counts(db, name)
+    counts = await spaces.space_counts(db, name)
     memories, documents = counts or (0, 0)
     changes: tuple[str, ...] = ()
     if changed and before is not None:
@@ -80,10 +80,10 @@ async def remove_space(
         wanted: SpaceSpec | None = SpaceSpec.parse(spec)
     except ValidationError:
         wanted = None  # a broken spec must not block deletion: the stored policy applies
-    current = await identity.get_space(db, name)
+    current = await spaces.get_space(db, name)
     if wanted is not None and current is not None and current.deletion_policy != wanted.deletion_policy:
         # The policy declared last wins, even if the update that changed it was never reconciled.
-        await identity.upsert_space(
+        await spaces.upsert_space(
             db,
             name,
             wanted.display_name,
@@ -93,7 +93,7 @@ async def remove_space(
             wanted.max_documents,
             actor=actor,
         )
-    applied = await identity.delete_space(db, name, actor=actor)
+    applied = await spaces.delete_space(db, name, actor=actor)
     if applied is None:
         return Outcome(True, DELETED, f"Space '{name}' was already absent from the database.")
     if applied == "Retain":
@@ -140,9 +140,9 @@ async def reconcile_user(
         wanted = UserSpec.parse(spec)
     except ValidationError as exc:
         return Outcome.invalid(exc)
-    before = await identity.get_user(db, name)
+    before = await users.get_user(db, name)
     try:
-        user, _ = await identity.upsert_user(
+        user, _ = await users.upsert_user(
             db, name, wanted.email, wanted.display_name, wanted.role, wanted.active, actor=actor
         )
     except Conflict as exc:
@@ -159,7 +159,7 @@ async def reconcile_user(
 
 async def remove_user(db: Database, name: str, actor: str = DEFAULT_ACTOR) -> Outcome:
     """The User object is gone: remove the user and their keys (what they wrote stays)."""
-    if await identity.delete_user(db, name, actor=actor):
+    if await users.delete_user(db, name, actor=actor):
         return Outcome(
             True, DELETED, f"User '{name}' and their keys were removed.", (f"removed user '{name}'",)
         )
@@ -197,7 +197,7 @@ class _KeyRun:
             self.spec.secret_ref, StoredKey(new.plaintext, self.generation, self.generated_at)
         )
         if create:
-            await identity.create_key(
+            await apikeys.create_key(
                 self.db,
                 self.name,
                 self.spec.user,
@@ -209,7 +209,7 @@ class _KeyRun:
                 rotation_generation=self.generation,
             )
         else:
-            await identity.set_key_secret(
+            await apikeys.set_key_secret(
                 self.db, self.name, new.plaintext, self.generation, "key.rotated", self.actor
             )
         self.issued = new.plaintext
@@ -220,7 +220,7 @@ class _KeyRun:
             await self.issue(create=True, why=f"issued a new key for user '{self.spec.user}'")
             return
         # Drift repair: the row is gone but the key people use still exists; bring back its hash.
-        await identity.create_key(
+        await apikeys.create_key(
             self.db,
             self.name,
             self.spec.user,
@@ -237,7 +237,7 @@ class _KeyRun:
 
     async def update(self, grants_before: Mapping[str, str], stored: StoredKey | None) -> None:
         wanted = {g.space: g.access.value for g in self.spec.grants}
-        if await identity.update_key(
+        if await apikeys.update_key(
             self.db, self.name, self.spec.grants, self.spec.default_space, self.spec.expires_at, self.actor
         ):
             if dict(grants_before) != wanted:
@@ -248,7 +248,7 @@ class _KeyRun:
                 self.changes.append("updated the default space or expiry")
         if stored is not None:
             self.generation, self.generated_at = stored.rotation_generation, stored.generated_at
-            if not await self.rotate_if_asked(stored.rotation_generation) and await identity.set_key_secret(
+            if not await self.rotate_if_asked(stored.rotation_generation) and await apikeys.set_key_secret(
                 self.db, self.name, stored.plaintext, stored.rotation_generation, "key.restored", self.actor
             ):
                 self.changes.append(
@@ -261,7 +261,7 @@ class _KeyRun:
                 why=f"issued a new key because Secret {self.spec.secret_ref} was gone; the old key stopped working",
             )
         else:
-            self.generation = await identity.key_rotation_generation(self.db, self.name)
+            self.generation = await apikeys.key_rotation_generation(self.db, self.name)
             await self.rotate_if_asked(self.generation)
 
     async def rotate_if_asked(self, current: int) -> bool:
@@ -293,7 +293,7 @@ async def reconcile_apikey(
         wanted = ApiKeySpec.parse(spec)
     except ValidationError as exc:
         return Outcome.invalid(exc)
-    user = await identity.get_user(db, wanted.user)
+    user = await users.get_user(db, wanted.user)
     if user is None:
         return Outcome(
             False,
@@ -301,14 +301,14 @@ async def reconcile_apikey(
             f"User '{wanted.user}' does not exist; declare it and this key follows.",
             retry=True,
         )
-    missing = await identity.missing_spaces(db, [g.space for g in wanted.grants])
+    missing = await spaces.missing_spaces(db, [g.space for g in wanted.grants])
     if missing:
         return _space_not_found(missing)
     try:
         stored = await secrets.read(wanted.secret_ref)
         if stored is not None and keys.prefix_of(stored.plaintext) is None:
             stored = None  # not one of our keys (edited by hand): treat the key as lost
-        existing = await identity.get_key(db, name)
+        existing = await apikeys.get_key(db, name)
         run = _KeyRun(db, name, wanted, secrets, actor)
         if existing is None:
             await run.create(stored)
@@ -353,7 +353,7 @@ def _space_not_found(missing: list[str]) -> Outcome:
 
 
 async def _key_outcome(db: Database, name: str, wanted: ApiKeySpec, user: User, run: _KeyRun) -> Outcome:
-    found = await identity.get_key(db, name)
+    found = await apikeys.get_key(db, name)
     assert found is not None, "the key was written above"
     key, grants = found
     notes = []
@@ -384,7 +384,7 @@ async def remove_apikey(
 ) -> Outcome:
     """The ApiKey object is gone: delete the key (it stops working) and its Secret."""
     changes = []
-    if await identity.delete_key(db, name, actor=actor):
+    if await apikeys.delete_key(db, name, actor=actor):
         changes.append(f"deleted key '{name}'")
     try:
         ref = ApiKeySpec.parse(spec).secret_ref

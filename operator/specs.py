@@ -14,8 +14,8 @@ from typing import Any
 
 from memory_mcp.store import validation
 from memory_mcp.store.access import Role, parse_role
+from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.errors import ValidationError
-from memory_mcp.store.identity import GrantSpec
 
 from .secrets import SecretRef
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 
-from memory_mcp.store import identity
+from memory_mcp.store import apikeys, identity, spaces, users
 from memory_mcp.store.access import Access, Role
+from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
-from memory_mcp.store.identity import GrantSpec
 from memory_mcp.store.models import Caller
 
 _n = itertools.count()
@@ -16,7 +16,7 @@ _n = itertools.count()
 
 async def make_space(db: Database, key: str | None = None, **kwargs: object) -> str:
     key = key or f"space-{next(_n)}"
-    await identity.upsert_space(db, key, kwargs.pop("display_name", key.title()), **kwargs)  # type: ignore[arg-type]
+    await spaces.upsert_space(db, key, kwargs.pop("display_name", key.title()), **kwargs)  # type: ignore[arg-type]
     return key
 
 
@@ -24,7 +24,7 @@ async def make_user(
     db: Database, name: str | None = None, role: Role = Role.WRITER, active: bool = True
 ) -> str:
     name = name or f"user-{next(_n)}"
-    await identity.upsert_user(db, name, f"{name}@example.com", name.replace("-", " ").title(), role, active)
+    await users.upsert_user(db, name, f"{name}@example.com", name.replace("-", " ").title(), role, active)
     return name
 
 
@@ -38,7 +38,7 @@ async def make_key(
 ) -> str:
     """Create a key and return its plaintext."""
     specs = [GrantSpec(space, Access(access)) for space, access in grants.items()]
-    _, plaintext = await identity.create_key(
+    _, plaintext = await apikeys.create_key(
         db, name or f"key-{next(_n)}", user, specs, default_space=default, expires_at=expires_at
     )
     return plaintext

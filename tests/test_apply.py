@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 import yaml
-from memory_mcp.store import identity
+from memory_mcp.store import identity, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import EmbeddedPostgres
 from memory_mcp.store.errors import AuthenticationFailed
@@ -146,7 +146,7 @@ async def test_a_key_on_an_undeclared_space_is_reported_and_the_rest_applies(db:
         "apikey/k: not applied (SpaceNotFound): Granted space 'nowhere' does not exist; "
         "declare it as a Space and this key follows."
     )
-    assert await identity.get_user(db, "ada") is not None
+    assert await users.get_user(db, "ada") is not None
 
 
 def test_every_invalid_object_is_named_with_its_field() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from memory_mcp.operator.handlers import OperatorOptions
-from memory_mcp.store import identity
+from memory_mcp.store import apikeys, identity, spaces
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
 
@@ -76,7 +76,7 @@ async def test_key_is_written_once_to_an_owned_secret(
     ) == [(0,)]
 
     await cluster.create("Space", "handbook", {"displayName": "Handbook"})
-    await eventually(lambda: identity.get_space(db, "handbook"), what="the second space")
+    await eventually(lambda: spaces.get_space(db, "handbook"), what="the second space")
     grants = [{"space": "alpha", "access": "ReadWrite"}, {"space": "handbook", "access": "Read"}]
     generation = await cluster.update("ApiKey", "ada-laptop", {"grants": grants})
     await eventually(
@@ -174,7 +174,7 @@ async def test_refused_keys_say_why(
     ready = await cluster.ready_because("ApiKey", "ada-laptop", reason)
     assert (ready["status"], ready["message"]) == ("False", message)
     assert cluster.secret("agents", "ada-key") is None
-    assert await identity.get_key(db, "ada-laptop") is None
+    assert await apikeys.get_key(db, "ada-laptop") is None
 
 
 async def test_resync_repairs_rows_changed_behind_its_back(
@@ -183,7 +183,7 @@ async def test_resync_repairs_rows_changed_behind_its_back(
     key = await declare(cluster)
     await asyncio.sleep(OPTIONS.resync_interval)  # let the creation settle: only the resync may repair
     await cluster.create("Space", "secret-plans", {"displayName": "Secret plans"})
-    await eventually(lambda: identity.get_space(db, "secret-plans"), what="the second space")
+    await eventually(lambda: spaces.get_space(db, "secret-plans"), what="the second space")
 
     operator.sql(
         "INSERT INTO key_grants (key_id, space_id, access) SELECT k.id, s.id, 'ReadWrite' "
@@ -243,7 +243,7 @@ async def test_deleting_the_apikey_stops_the_key_and_removes_its_secret(
     await cluster.delete("ApiKey", "ada-laptop")
     await eventually(lambda: not cluster.exists("ApiKey", "ada-laptop"), what="finalizer released")
     assert cluster.secret("agents", "ada-key") is None
-    assert await identity.get_key(db, "ada-laptop") is None
+    assert await apikeys.get_key(db, "ada-laptop") is None
     with pytest.raises(AuthenticationFailed):
         await identity.authenticate(db, key)
 
@@ -274,4 +274,4 @@ async def test_secrets_it_does_not_own_are_left_alone(
         "point secretRef at one of those namespaces."
     )
     assert cluster.secret("kube-system", "k") is None
-    assert await identity.get_key(db, "taken") is None
+    assert await apikeys.get_key(db, "taken") is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from memory_mcp.store import identity, memories
+from memory_mcp.store import identity, memories, spaces
 from memory_mcp.store.db import Database
 
 from tests.operator.support import OPTIONS, Cluster, RunningOperator, eventually
@@ -20,7 +20,7 @@ async def test_space_is_created_updated_and_reports_status(
     assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("True", "Reconciled", 1)
     status = cluster.get("Space", "alpha")["status"]
     assert (status["observedGeneration"], status["memoryCount"], status["documentCount"]) == (1, 0, 0)
-    assert (await identity.get_space(db, "alpha")).display_name == "Team Alpha"  # type: ignore[union-attr]
+    assert (await spaces.get_space(db, "alpha")).display_name == "Team Alpha"  # type: ignore[union-attr]
     assert "memory-mcp.io/finalizer" in cluster.get("Space", "alpha")["metadata"]["finalizers"]
     created = await eventually(lambda: cluster.events("Reconciled"), what="an Event")
     assert created[0]["message"] == "Created space 'alpha'."
@@ -30,7 +30,7 @@ async def test_space_is_created_updated_and_reports_status(
         lambda: cluster.get("Space", "alpha")["status"]["observedGeneration"] == generation,
         what="generation 2",
     )
-    assert (await identity.get_space(db, "alpha")).display_name == "Team A"  # type: ignore[union-attr]
+    assert (await spaces.get_space(db, "alpha")).display_name == "Team A"  # type: ignore[union-attr]
 
 
 async def test_invalid_space_is_refused_with_the_field(
@@ -42,7 +42,7 @@ async def test_invalid_space_is_refused_with_the_field(
     assert ready["message"] == "spec.deletionPolicy: must be 'Retain' or 'Delete', got 'Keep'"
     warning = await eventually(lambda: cluster.events("InvalidSpec"), what="a Warning")
     assert warning[0]["type"] == "Warning"
-    assert await identity.get_space(db, "beta") is None
+    assert await spaces.get_space(db, "beta") is None
     await cluster.update("Space", "beta", {"deletionPolicy": "Delete"})
     await eventually(lambda: cluster.ready("Space", "beta")["status"] == "True", what="Space beta fixed")
 
@@ -54,8 +54,8 @@ async def test_resync_restores_a_space_deleted_behind_its_back(
     await eventually(lambda: cluster.ready("Space", "alpha"), what="Space alpha ready")
     await asyncio.sleep(OPTIONS.resync_interval)  # let the creation settle: only the resync may repair
     operator.sql("DELETE FROM spaces WHERE key = 'alpha'")
-    assert await identity.get_space(db, "alpha") is None
-    await eventually(lambda: identity.get_space(db, "alpha"), what="space restored by the resync")
+    assert await spaces.get_space(db, "alpha") is None
+    await eventually(lambda: spaces.get_space(db, "alpha"), what="space restored by the resync")
     drift = await eventually(lambda: cluster.events("DriftRepaired"), what="DriftRepaired event")
     assert drift[0]["message"] == "The database had drifted: created space 'alpha'."
 
@@ -87,7 +87,7 @@ async def test_retain_keeps_the_data_for_a_later_space(
     await seed(cluster, db)
     await cluster.delete("Space", "alpha")
     await eventually(lambda: not cluster.exists("Space", "alpha"), what="finalizer released")
-    assert await identity.get_space(db, "alpha") is None
+    assert await spaces.get_space(db, "alpha") is None
     assert operator.sql("SELECT count(*) FROM spaces WHERE key = 'alpha' AND detached_at IS NOT NULL") == [
         (1,)
     ]

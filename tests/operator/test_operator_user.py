@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from memory_mcp.store import identity
+from memory_mcp.store import identity, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
 
@@ -35,7 +35,7 @@ async def test_user_role_and_deactivation_apply_to_the_key(
     key = await ada_with_a_key(cluster)
     ready = await eventually(lambda: cluster.ready("User", "ada"), what="Ready on User ada")
     assert (ready["status"], ready["message"]) == ("True", "User 'ada' is active as Writer.")
-    user = await identity.get_user(db, "ada")
+    user = await users.get_user(db, "ada")
     assert user is not None and cluster.get("User", "ada")["status"]["userId"] == str(user.id)
     assert (await identity.authenticate(db, key)).grants[0].effective.value == "ReadWrite"
 
@@ -98,7 +98,7 @@ async def test_deleting_a_user_removes_them_and_their_keys(
     key = await ada_with_a_key(cluster)
     await cluster.delete("User", "ada")
     await eventually(lambda: not cluster.exists("User", "ada"), what="finalizer released")
-    assert await identity.get_user(db, "ada") is None
+    assert await users.get_user(db, "ada") is None
     with pytest.raises(AuthenticationFailed):
         await identity.authenticate(db, key)
     # The ApiKey object is still declared: it now waits for its user.

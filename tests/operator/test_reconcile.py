@@ -18,7 +18,7 @@ from memory_mcp.operator.reconcile import (
     remove_user,
 )
 from memory_mcp.operator.secrets import SecretRef
-from memory_mcp.store import identity, memories
+from memory_mcp.store import apikeys, identity, memories, spaces, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
 
@@ -52,7 +52,7 @@ async def test_space_twice_changes_nothing_the_second_time(db: Database) -> None
     assert second.ready and not second.changed
     updated = await reconcile_space(db, "alpha", {**SPACE, "displayName": "Team A"})
     assert updated.changes == ("updated space 'alpha'",)
-    space = await identity.get_space(db, "alpha")
+    space = await spaces.get_space(db, "alpha")
     assert space is not None and space.display_name == "Team A"
 
 
@@ -71,7 +71,7 @@ async def test_invalid_space_names_the_field(
     outcome = await reconcile_space(db, name, spec)
     assert (outcome.ready, outcome.reason) == (False, "InvalidSpec")
     assert outcome.message.startswith(f"{field}: ")
-    assert await identity.get_space(db, name) is None
+    assert await spaces.get_space(db, name) is None
 
 
 async def test_key_is_issued_once_and_grants_follow_the_spec(db: Database) -> None:
@@ -119,7 +119,7 @@ async def test_a_lost_row_is_restored_from_the_stored_key(db: Database) -> None:
     store = MemoryKeyStore()
     key = (await reconcile_apikey(db, "k", key_spec(), store)).new_key
     assert key is not None
-    assert await identity.delete_key(db, "k")
+    assert await apikeys.delete_key(db, "k")
     repaired = await reconcile_apikey(db, "k", key_spec(), store)
     assert repaired.new_key is None
     assert repaired.changes == ("restored the key from Secret agents/ada-key; the database had lost it",)
@@ -160,7 +160,7 @@ async def test_apikey_refusals_are_clear(
     assert outcome.message.startswith(message)
     assert outcome.retry == (reason in ("UserNotFound", "SpaceNotFound"))
     assert outcome.new_key is None and not store.keys
-    assert await identity.get_key(db, "k") is None
+    assert await apikeys.get_key(db, "k") is None
 
 
 async def test_a_missing_space_is_waited_for(db: Database) -> None:
@@ -200,7 +200,7 @@ async def test_user_defaults_and_email_conflict(db: Database) -> None:
     assert (clash.ready, clash.reason) == (False, "Conflict")
     assert "already belongs to user 'ada'" in clash.message
     removed = await remove_user(db, "ada")
-    assert removed.changed and await identity.get_user(db, "ada") is None
+    assert removed.changed and await users.get_user(db, "ada") is None
     assert not (await remove_user(db, "ada")).changed
 
 
@@ -219,7 +219,7 @@ async def test_retain_detaches_and_redeclaring_restores(db: Database) -> None:
     await seed_memory(db)
     gone = await remove_space(db, "alpha", SPACE)
     assert (gone.reason, gone.changed) == ("Retained", True)
-    assert await identity.get_space(db, "alpha") is None
+    assert await spaces.get_space(db, "alpha") is None
     back = await reconcile_space(db, "alpha", SPACE)
     assert back.changes == ("restored retained space 'alpha' with 1 memory and 1 document",)
     assert back.status == {"memoryCount": 1, "documentCount": 1}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import httpx2
 import pytest
 from memory_mcp.embedder.client import Embedder
-from memory_mcp.store import identity
+from memory_mcp.store import apikeys, users
 from memory_mcp.store.access import Access, Role, effective_access
 
 from tests.factories import make_key, make_space, make_user
@@ -91,10 +91,10 @@ async def test_refused_keys_get_401_with_www_authenticate(server: RunningServer)
         server.db, user, {"team": "Read"}, expires_at=datetime.now(UTC) - timedelta(minutes=1)
     )
     revoked = await make_key(server.db, user, {"team": "Read"}, name="revoked-one")
-    await identity.revoke_key(server.db, "revoked-one")
+    await apikeys.revoke_key(server.db, "revoked-one")
     other = await make_user(server.db, "eve")
     deactivated = await make_key(server.db, other, {"team": "Read"})
-    await identity.upsert_user(server.db, other, "eve@example.com", "Eve", Role.WRITER, active=False)
+    await users.upsert_user(server.db, other, "eve@example.com", "Eve", Role.WRITER, active=False)
 
     async with mcp_session(server, good) as s:
         assert (await s.ok("whoAmI"))["user"]["displayName"] == "Dora"

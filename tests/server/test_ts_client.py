@@ -23,15 +23,28 @@ async def test_typescript_sdk_client_calls_every_tool(server: RunningServer) -> 
     await make_space(server.db, "ts")
     key = await make_key(server.db, await make_user(server.db, "tess"), {"ts": "ReadWrite"}, "ts")
     proc = await asyncio.create_subprocess_exec(
-        node, "client.mjs", server.mcp_url, key, cwd=CLIENT_DIR,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        node,
+        "client.mjs",
+        server.mcp_url,
+        key,
+        cwd=CLIENT_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     summary = json.loads(out.decode().strip().splitlines()[-1])
     assert summary["tools"] == sorted(
-        ["search_memory", "add_memory", "listDocuments", "getDocument", "listMemories", "listSpaces", "whoAmI",
-         "select-space"]
+        [
+            "search_memory",
+            "add_memory",
+            "listDocuments",
+            "getDocument",
+            "listMemories",
+            "listSpaces",
+            "whoAmI",
+            "select-space",
+        ]
     )
     calls = summary["calls"]
     assert set(calls) == set(summary["tools"])  # every tool answered with schema-valid structured content
@@ -39,7 +52,9 @@ async def test_typescript_sdk_client_calls_every_tool(server: RunningServer) -> 
     assert calls["search_memory"]["results"][0]["content"] == "The TypeScript client saved this."
     assert calls["getDocument"]["content"] == "The TypeScript client saved this."
     assert calls["whoAmI"]["user"]["displayName"] == "Tess"
-    assert summary["errors"] == {"search_memory": "Error executing tool search_memory: space 'no-such-space' not found"}
+    assert summary["errors"] == {
+        "search_memory": "Error executing tool search_memory: space 'no-such-space' not found"
+    }
     assert summary["resources"] == ["memory-mcp://memories", "memory-mcp://profile", "memory-mcp://spaces"]
     assert "The TypeScript client saved this." in summary["profile"]
     assert "written by people" in summary["prompt"]

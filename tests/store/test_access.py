@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from memory_mcp.store import identity, memories
+from memory_mcp.store import apikeys, identity, memories, spaces, users
 from memory_mcp.store.access import Access, Role, effective_access
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AccessDenied, AuthenticationFailed, SpaceNotFound
@@ -77,7 +77,7 @@ async def test_ungranted_space_looks_exactly_like_a_missing_one(db: Database) ->
 
     with pytest.raises(SpaceNotFound) as exists_without_grant:
         identity.resolve_space(caller, "finance")
-    assert await identity.delete_space(db, "finance") == "Delete"
+    assert await spaces.delete_space(db, "finance") == "Delete"
     with pytest.raises(SpaceNotFound) as missing:
         identity.resolve_space(caller, "finance")
     assert type(exists_without_grant.value) is type(missing.value)
@@ -94,7 +94,7 @@ async def test_refused_keys(db: Database) -> None:
     expired = await make_key(db, user, {"home": "Read"}, expires_at=datetime.now(UTC) - timedelta(seconds=1))
     revoked_name = "to-revoke"
     revoked = await make_key(db, user, {"home": "Read"}, name=revoked_name)
-    assert await identity.revoke_key(db, revoked_name)
+    assert await apikeys.revoke_key(db, revoked_name)
     for bad in (expired, revoked, good[:-1] + ("A" if good[-1] != "A" else "B"), "mmk_short", "", "nonsense"):
         with pytest.raises(AuthenticationFailed) as err:
             await identity.authenticate(db, bad)
@@ -102,7 +102,7 @@ async def test_refused_keys(db: Database) -> None:
 
     # Deactivating the user stops every one of their keys at once.
     other = await make_key(db, user, {"home": "ReadWrite"})
-    await identity.upsert_user(db, user, f"{user}@example.com", "Someone", Role.WRITER, active=False)
+    await users.upsert_user(db, user, f"{user}@example.com", "Someone", Role.WRITER, active=False)
     for key in (good, other):
         with pytest.raises(AuthenticationFailed):
             await identity.authenticate(db, key)
@@ -112,7 +112,7 @@ async def test_rotation_replaces_the_secret(db: Database) -> None:
     await make_space(db, "home")
     user = await make_user(db)
     old = await make_key(db, user, {"home": "Read"}, name="laptop")
-    new = await identity.rotate_key(db, "laptop")
+    new = await apikeys.rotate_key(db, "laptop")
     assert new != old
     assert (await identity.authenticate(db, new)).key.name == "laptop"
     with pytest.raises(AuthenticationFailed):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from memory_mcp.store import audit, identity, memories
-from memory_mcp.store.access import Access, Role
+from memory_mcp.store import apikeys, audit, identity, memories, spaces, users
+from memory_mcp.store.access import Access, Role, parse_role
+from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import NotFound, QuotaExceeded, SecretRefused, ValidationError
-from memory_mcp.store.identity import GrantSpec
 from memory_mcp.store.models import SpaceContext
 from sqlalchemy import text
 
@@ -17,7 +17,7 @@ from tests.factories import make_key, make_space, make_user
 
 
 async def writer(db: Database, space: str = "team", name: str | None = None) -> SpaceContext:
-    if await identity.get_space(db, space) is None:
+    if await spaces.get_space(db, space) is None:
         await make_space(db, space)
     user = await make_user(db, name=name)
     caller = await identity.authenticate(db, await make_key(db, user, {space: Access.READ_WRITE}, space))
@@ -25,7 +25,7 @@ async def writer(db: Database, space: str = "team", name: str | None = None) -> 
 
 
 async def row_counts(db: Database, space: str) -> tuple[int, int]:
-    found = await identity.get_space(db, space)
+    found = await spaces.get_space(db, space)
     assert found is not None
     async with db.transaction([found.id]) as conn:
         docs = (await conn.execute(text("SELECT count(*) FROM documents"))).scalar_one()
@@ -148,17 +148,17 @@ async def test_unknown_access_level_and_role_name_the_field() -> None:
         GrantSpec.parse("team", "Admin", 2)
     assert err.value.field == "grants[2].access"
     with pytest.raises(ValidationError) as err:
-        identity.parse_role("Owner")
+        parse_role("Owner")
     assert err.value.field == "role"
 
 
 async def test_bad_identity_input_writes_nothing(db: Database) -> None:
     await make_space(db, "team")
     cases = [
-        (identity.upsert_space(db, "Not_A_Key", "x"), "key"),
-        (identity.upsert_space(db, "fine", "  "), "displayName"),
-        (identity.upsert_user(db, "bob", "not-an-email", "Bob", "Writer"), "email"),
-        (identity.upsert_user(db, "bob", "bob@example.com", "Bob", "Admin"), "role"),
+        (spaces.upsert_space(db, "Not_A_Key", "x"), "key"),
+        (spaces.upsert_space(db, "fine", "  "), "displayName"),
+        (users.upsert_user(db, "bob", "not-an-email", "Bob", "Writer"), "email"),
+        (users.upsert_user(db, "bob", "bob@example.com", "Bob", "Admin"), "role"),
     ]
     for coro, field in cases:
         with pytest.raises(ValidationError) as err:
@@ -166,10 +166,10 @@ async def test_bad_identity_input_writes_nothing(db: Database) -> None:
         assert err.value.field == field
     user = await make_user(db)
     with pytest.raises(ValidationError) as err:
-        await identity.create_key(db, "k1", user, [])
+        await apikeys.create_key(db, "k1", user, [])
     assert err.value.field == "grants"
     with pytest.raises(ValidationError) as err:
-        await identity.create_key(db, "k1", user, [GrantSpec("team", Access.READ)], default_space="other")
+        await apikeys.create_key(db, "k1", user, [GrantSpec("team", Access.READ)], default_space="other")
     assert err.value.field == "defaultSpace"
     async with db.transaction() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM spaces"))).scalar_one() == 1

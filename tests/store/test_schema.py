@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from memory_mcp.store import identity, memories
+from memory_mcp.store import identity, memories, spaces
 from memory_mcp.store.db import Database, async_url
 from memory_mcp.store.embedded import APP_ROLE, EmbeddedPostgres
 from memory_mcp.store.errors import DatabaseSetupError, EmbeddingWidthMismatch
@@ -122,10 +122,10 @@ async def test_space_retain_detaches_and_restores(db: Database) -> None:
     key = await make_key(db, user, {"kept": "ReadWrite"})
     caller = await identity.authenticate(db, key)
     await memories.save_memory(db, identity.resolve_space(caller, "kept"), "Kept fact.")
-    assert await identity.delete_space(db, "kept") == "Retain"
+    assert await spaces.delete_space(db, "kept") == "Retain"
     caller = await identity.authenticate(db, key)
     assert caller.grants == ()
-    await identity.upsert_space(db, "kept", "Kept again")
+    await spaces.upsert_space(db, "kept", "Kept again")
     caller = await identity.authenticate(db, key)
     page = await memories.list_memories(db, identity.resolve_space(caller, "kept"))
     assert [m.content for m in page.items] == ["Kept fact."]

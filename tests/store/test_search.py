@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from memory_mcp.embedder.client import Embedder
-from memory_mcp.store import identity, memories, profile, search
+from memory_mcp.store import identity, memories, profile, search, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import Memory, SpaceContext
@@ -16,7 +16,7 @@ from tests.factories import make_key, make_space, make_user
 
 
 async def writer(db: Database, space: str = "team") -> SpaceContext:
-    if await identity.get_space(db, space) is None:
+    if await spaces.get_space(db, space) is None:
         await make_space(db, space)
     caller = await identity.authenticate(
         db, await make_key(db, await make_user(db), {space: Access.READ_WRITE})

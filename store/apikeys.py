@@ -1,0 +1,309 @@
+"""API keys and their grants: created once, shown once, rotated, revoked."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from . import keys, validation
+from .access import Access, parse_access
+from .audit import record
+from .db import Database
+from .errors import Conflict, NotFound, SpaceNotFound, ValidationError
+from .models import ApiKey
+
+KEY_COLUMNS = (
+    "k.id, k.name, k.prefix, k.user_id, k.default_space_id, k.active_space_id, k.expires_at, k.revoked_at"
+)
+
+
+@dataclass(frozen=True)
+class GrantSpec:
+    """A grant as declared: a space key and an access level."""
+
+    space: str
+    access: Access
+
+    @classmethod
+    def parse(cls, space: str, access: str, index: int = 0) -> GrantSpec:
+        return cls(
+            validation.space_key(space, f"grants[{index}].space"),
+            parse_access(access, f"grants[{index}].access"),
+        )
+
+
+def key_from_row(row: Any) -> ApiKey:
+    return ApiKey(
+        row.id,
+        row.name,
+        row.prefix,
+        row.user_id,
+        row.default_space_id,
+        row.active_space_id,
+        row.expires_at,
+        row.revoked_at,
+    )
+
+
+async def _space_ids(conn: AsyncConnection, grants: Sequence[GrantSpec]) -> dict[str, uuid.UUID]:
+    found = {
+        r.key: r.id
+        for r in await conn.execute(
+            text("SELECT id, key FROM spaces WHERE key = ANY(:keys) AND detached_at IS NULL"),
+            {"keys": [g.space for g in grants]},
+        )
+    }
+    for g in grants:
+        if g.space not in found:
+            raise SpaceNotFound(g.space)
+    return found
+
+
+def _check_grants(grants: Sequence[GrantSpec], default_space: str | None) -> None:
+    if not grants:
+        raise ValidationError("grants", "at least one grant is required")
+    seen = [g.space for g in grants]
+    if len(set(seen)) != len(seen):
+        raise ValidationError("grants", "each space may be granted once")
+    if default_space is not None and default_space not in seen:
+        raise ValidationError("defaultSpace", f"'{default_space}' is not one of the granted spaces")
+
+
+async def create_key(
+    db: Database,
+    name: str,
+    user: str,
+    grants: Sequence[GrantSpec],
+    default_space: str | None = None,
+    expires_at: datetime | None = None,
+    actor: str = "system",
+    plaintext: str | None = None,
+    rotation_generation: int | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key for user ``user`` (a user name); returns the key and its plaintext, shown once.
+
+    ``plaintext`` imports a key generated elsewhere (the operator writes a key to its Secret before
+    the database sees it); only its hash is stored. ``rotation_generation`` is recorded in the audit
+    trail so a later reconcile knows which declared generation the key was made for.
+    """
+    validation.object_name(name)
+    _check_grants(grants, default_space)
+    new = keys.generate_key() if plaintext is None else _known_key(plaintext)
+    details: dict[str, Any] = {"user": user, "grants": {g.space: g.access.value for g in grants}}
+    if rotation_generation is not None:
+        details["rotationGeneration"] = rotation_generation
+    async with db.transaction() as conn:
+        owner = (await conn.execute(text("SELECT id FROM users WHERE name = :n"), {"n": user})).first()
+        if owner is None:
+            raise NotFound("user", user)
+        if (await conn.execute(text("SELECT 1 FROM api_keys WHERE name = :n"), {"n": name})).first():
+            raise Conflict(f"an API key named '{name}' already exists")
+        ids = await _space_ids(conn, grants)
+        row = (
+            await conn.execute(
+                text(
+                    "INSERT INTO api_keys (user_id, name, prefix, key_hash, default_space_id, expires_at) "
+                    "VALUES (:u, :n, :p, :h, :d, :e) RETURNING *"
+                ),
+                {
+                    "u": owner.id,
+                    "n": name,
+                    "p": new.prefix,
+                    "h": new.hash,
+                    "d": ids[default_space] if default_space else None,
+                    "e": expires_at,
+                },
+            )
+        ).one()
+        await _write_grants(conn, row.id, grants, ids)
+        await record(conn, actor, "key.created", "api_key", name, details=details)
+    return key_from_row(row), new.plaintext
+
+
+def _known_key(plaintext: str) -> keys.NewKey:
+    prefix = keys.prefix_of(plaintext)
+    if prefix is None:
+        raise ValidationError("key", "is not a Memory-MCP API key (expected mmk_<prefix>_<secret>)")
+    return keys.NewKey(plaintext=plaintext, prefix=prefix, hash=keys.hash_key(plaintext))
+
+
+async def _grants_of(conn: AsyncConnection, key_id: uuid.UUID) -> dict[str, str]:
+    """A key's grants as ``{space key: access}``."""
+    rows = await conn.execute(
+        text(
+            "SELECT s.key, g.access FROM key_grants g JOIN spaces s ON s.id = g.space_id WHERE g.key_id = :k"
+        ),
+        {"k": key_id},
+    )
+    return {r.key: r.access for r in rows}
+
+
+async def _write_grants(
+    conn: AsyncConnection, key_id: uuid.UUID, grants: Sequence[GrantSpec], ids: dict[str, uuid.UUID]
+) -> None:
+    await conn.execute(text("DELETE FROM key_grants WHERE key_id = :k"), {"k": key_id})
+    for g in grants:
+        await conn.execute(
+            text("INSERT INTO key_grants (key_id, space_id, access) VALUES (:k, :s, :a)"),
+            {"k": key_id, "s": ids[g.space], "a": g.access.value},
+        )
+
+
+async def update_key(
+    db: Database,
+    name: str,
+    grants: Sequence[GrantSpec],
+    default_space: str | None = None,
+    expires_at: datetime | None = None,
+    actor: str = "system",
+) -> bool:
+    """Make a key's grants, default space and expiry exactly as given; returns True if anything changed."""
+    _check_grants(grants, default_space)
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(text("SELECT * FROM api_keys WHERE name = :n FOR UPDATE"), {"n": name})
+        ).first()
+        if row is None:
+            raise NotFound("api key", name)
+        ids = await _space_ids(conn, grants)
+        current = await _grants_of(conn, row.id)
+        wanted = {g.space: g.access.value for g in grants}
+        default_id = ids[default_space] if default_space else None
+        changed = False
+        if current != wanted:
+            await _write_grants(conn, row.id, grants, ids)
+            await record(
+                conn, actor, "key.grants_changed", "api_key", name, details={"from": current, "to": wanted}
+            )
+            changed = True
+        if row.default_space_id != default_id or row.expires_at != expires_at:
+            await conn.execute(
+                text(
+                    "UPDATE api_keys SET default_space_id = :d, expires_at = :e, updated_at = now() WHERE id = :k"
+                ),
+                {"d": default_id, "e": expires_at, "k": row.id},
+            )
+            changed = True
+    return changed
+
+
+async def rotate_key(db: Database, name: str, actor: str = "system") -> str:
+    """Replace a key's secret (the old one stops working at once); returns the new plaintext."""
+    new = keys.generate_key()
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "UPDATE api_keys SET prefix = :p, key_hash = :h, revoked_at = NULL, updated_at = now() "
+                    "WHERE name = :n RETURNING id"
+                ),
+                {"p": new.prefix, "h": new.hash, "n": name},
+            )
+        ).first()
+        if row is None:
+            raise NotFound("api key", name)
+        await record(conn, actor, "key.rotated", "api_key", name)
+    return new.plaintext
+
+
+async def revoke_key(db: Database, name: str, actor: str = "system") -> bool:
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "UPDATE api_keys SET revoked_at = now(), updated_at = now() "
+                    "WHERE name = :n AND revoked_at IS NULL RETURNING id"
+                ),
+                {"n": name},
+            )
+        ).first()
+        if row is not None:
+            await record(conn, actor, "key.revoked", "api_key", name)
+    return row is not None
+
+
+async def delete_key(db: Database, name: str, actor: str = "system") -> bool:
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(text("DELETE FROM api_keys WHERE name = :n RETURNING id"), {"n": name})
+        ).first()
+        if row is not None:
+            await record(conn, actor, "key.deleted", "api_key", name)
+    return row is not None
+
+
+async def get_key(db: Database, name: str) -> tuple[ApiKey, dict[str, str]] | None:
+    """A key by name with its grants ``{space key: access}`` (administrative lookup)."""
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(text(f"SELECT {KEY_COLUMNS} FROM api_keys k WHERE name = :n"), {"n": name})
+        ).first()
+        if row is None:
+            return None
+        grants = await _grants_of(conn, row.id)
+    return key_from_row(row), grants
+
+
+async def set_key_secret(
+    db: Database,
+    name: str,
+    plaintext: str,
+    rotation_generation: int | None = None,
+    action: str = "key.rotated",
+    actor: str = "system",
+) -> bool:
+    """Make ``plaintext`` the key's secret (only its hash is stored) and lift any revocation.
+
+    The previous secret stops working at once. Returns False when the key already had exactly this
+    secret and was not revoked. ``action`` names the audit event: ``key.rotated`` for a new secret,
+    ``key.restored`` when a secret changed behind the declaring system's back is put back.
+    """
+    new = _known_key(plaintext)
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT id, prefix, key_hash, revoked_at FROM api_keys WHERE name = :n FOR UPDATE"),
+                {"n": name},
+            )
+        ).first()
+        if row is None:
+            raise NotFound("api key", name)
+        if row.prefix == new.prefix and keys.matches(plaintext, row.key_hash) and row.revoked_at is None:
+            return False
+        await conn.execute(
+            text(
+                "UPDATE api_keys SET prefix = :p, key_hash = :h, revoked_at = NULL, updated_at = now() "
+                "WHERE id = :k"
+            ),
+            {"p": new.prefix, "h": new.hash, "k": row.id},
+        )
+        details = {} if rotation_generation is None else {"rotationGeneration": rotation_generation}
+        await record(conn, actor, action, "api_key", name, details=details)
+    return True
+
+
+async def key_rotation_generation(db: Database, name: str) -> int:
+    """The declared rotation generation the key's current secret was made for (0 when none was given).
+
+    Read from the audit trail, which records it with every secret a key receives; used where no
+    other copy of the key exists (``memory-mcp apply``), so that re-applying does not rotate again.
+    """
+    async with db.transaction() as conn:
+        value = (
+            await conn.execute(
+                text(
+                    "SELECT details->>'rotationGeneration' FROM audit_events "
+                    "WHERE target_type = 'api_key' AND target_id = :n "
+                    "AND action IN ('key.created', 'key.rotated', 'key.restored') "
+                    "ORDER BY id DESC LIMIT 1"
+                ),
+                {"n": name},
+            )
+        ).scalar()
+    return int(value) if value is not None else 0

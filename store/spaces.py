@@ -1,0 +1,164 @@
+"""Spaces: declared by platform teams, deleted by their deletion policy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import text
+
+from . import validation
+from .audit import record
+from .db import Database
+from .errors import ValidationError
+from .models import Space
+
+
+def _space(row: Any) -> Space:
+    return Space(row.id, row.key, row.display_name, row.description, row.deletion_policy)
+
+
+async def upsert_space(
+    db: Database,
+    key: str,
+    display_name: str,
+    description: str = "",
+    deletion_policy: str = "Retain",
+    max_memories: int | None = None,
+    max_documents: int | None = None,
+    actor: str = "system",
+) -> tuple[Space, bool]:
+    """Create or update a space (re-attaching a retained one); returns (space, changed)."""
+    validation.space_key(key)
+    display_name = validation.non_empty(display_name, "displayName")
+    if deletion_policy not in ("Retain", "Delete"):
+        raise ValidationError("deletionPolicy", "must be 'Retain' or 'Delete'")
+    for field, quota in (("quotas.maxMemories", max_memories), ("quotas.maxDocuments", max_documents)):
+        if quota is not None and quota < 0:
+            raise ValidationError(field, "must be >= 0")
+    values = {
+        "key": key,
+        "display_name": display_name,
+        "description": description or "",
+        "deletion_policy": deletion_policy,
+        "max_memories": max_memories,
+        "max_documents": max_documents,
+    }
+    async with db.transaction() as conn:
+        before = (
+            await conn.execute(text("SELECT * FROM spaces WHERE key = :key FOR UPDATE"), values)
+        ).first()
+        if before is None:
+            row = (
+                await conn.execute(
+                    text(
+                        "INSERT INTO spaces (key, display_name, description, deletion_policy, max_memories, "
+                        "max_documents) VALUES (:key, :display_name, :description, :deletion_policy, "
+                        ":max_memories, :max_documents) RETURNING *"
+                    ),
+                    values,
+                )
+            ).one()
+            await record(conn, actor, "space.created", "space", key, space_id=row.id)
+            return _space(row), True
+        unchanged = before.detached_at is None and all(getattr(before, k) == v for k, v in values.items())
+        if unchanged:
+            return _space(before), False
+        row = (
+            await conn.execute(
+                text(
+                    "UPDATE spaces SET display_name = :display_name, description = :description, "
+                    "deletion_policy = :deletion_policy, max_memories = :max_memories, "
+                    "max_documents = :max_documents, detached_at = NULL, updated_at = now() "
+                    "WHERE key = :key RETURNING *"
+                ),
+                values,
+            )
+        ).one()
+        action = "space.restored" if before.detached_at is not None else "space.updated"
+        await record(conn, actor, action, "space", key, space_id=row.id)
+        return _space(row), True
+
+
+async def get_space(db: Database, key: str) -> Space | None:
+    """An attached space by key (administrative lookup, not for request paths)."""
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT * FROM spaces s WHERE key = :key AND detached_at IS NULL"), {"key": key}
+            )
+        ).first()
+    return _space(row) if row else None
+
+
+async def delete_space(db: Database, key: str, actor: str = "system") -> str | None:
+    """Honour the space's deletion policy; returns the policy applied, or None if it was absent.
+
+    ``Retain`` detaches the space: it disappears from every key but its data stays, and declaring
+    the space again restores it. ``Delete`` removes the space with all its documents and memories.
+    """
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(text("SELECT * FROM spaces WHERE key = :key FOR UPDATE"), {"key": key})
+        ).first()
+        if row is None or (row.detached_at is not None and row.deletion_policy == "Retain"):
+            return None
+        if row.deletion_policy == "Retain":
+            await conn.execute(text("UPDATE spaces SET detached_at = now() WHERE id = :id"), {"id": row.id})
+            await record(conn, actor, "space.detached", "space", key, space_id=row.id)
+            return "Retain"
+    async with db.transaction([row.id]) as conn:
+        counts = (
+            await conn.execute(
+                text(
+                    "WITH m AS (DELETE FROM memories WHERE space_id = :id RETURNING 1), "
+                    "d AS (DELETE FROM documents WHERE space_id = :id RETURNING 1) "
+                    "SELECT (SELECT count(*) FROM m) AS memories, (SELECT count(*) FROM d) AS documents"
+                ),
+                {"id": row.id},
+            )
+        ).one()
+        await conn.execute(text("DELETE FROM spaces WHERE id = :id"), {"id": row.id})
+        await record(
+            conn,
+            actor,
+            "space.deleted",
+            "space",
+            key,
+            space_id=row.id,
+            details={"memories": counts.memories, "documents": counts.documents},
+        )
+    return "Delete"
+
+
+async def missing_spaces(db: Database, space_keys: Sequence[str]) -> list[str]:
+    """The keys among ``space_keys`` that name no attached space, in the order given."""
+    async with db.transaction() as conn:
+        found = set(
+            (
+                await conn.execute(
+                    text("SELECT key FROM spaces WHERE key = ANY(:keys) AND detached_at IS NULL"),
+                    {"keys": list(space_keys)},
+                )
+            ).scalars()
+        )
+    return [k for k in space_keys if k not in found]
+
+
+async def space_counts(db: Database, key: str) -> tuple[int, int] | None:
+    """(live memories, documents) of an attached space, or None when it is absent."""
+    space = await get_space(db, key)
+    if space is None:
+        return None
+    async with db.transaction([space.id]) as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM memories WHERE space_id = :id AND is_latest "
+                    "AND forgotten_at IS NULL) AS memories, "
+                    "(SELECT count(*) FROM documents WHERE space_id = :id) AS documents"
+                ),
+                {"id": space.id},
+            )
+        ).one()
+    return int(row.memories), int(row.documents)
