@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from memory_mcp.store import apikeys, identity, users
+from memory_mcp.store import apikeys, identity, spaces, users
 from memory_mcp.store.access import Access, Role
 from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
@@ -112,20 +112,20 @@ def bench_server(settings: dict[str, str] | None = None) -> Iterator[BenchServer
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def writer_contexts(db: Database, spaces: Sequence[str]) -> dict[str, SpaceContext]:
-    """Create ``spaces`` and one Writer whose key reads and writes all of them; a context per space."""
-    for key in spaces:
+async def writer_contexts(db: Database, space_keys: Sequence[str]) -> dict[str, SpaceContext]:
+    """Create ``space_keys`` and one Writer whose key reads and writes all of them; a context per space."""
+    for key in space_keys:
         await spaces.upsert_space(db, key, key.title())
     await users.upsert_user(db, "bench", "bench@example.com", "Bench", Role.WRITER, True)
     _, plaintext = await apikeys.create_key(
         db,
         "bench-key",
         "bench",
-        [GrantSpec(key, Access.READ_WRITE) for key in spaces],
-        default_space=spaces[0],
+        [GrantSpec(key, Access.READ_WRITE) for key in space_keys],
+        default_space=space_keys[0],
     )
     caller = await identity.authenticate(db, plaintext)
-    return {key: identity.resolve_space(caller, key) for key in spaces}
+    return {key: identity.resolve_space(caller, key) for key in space_keys}
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
