@@ -12,8 +12,8 @@ store's real ``search_memories`` (least-privilege role, row-level security on):
 - semantic recall@10 of the HNSW scan against exact search, per ``ef_search``;
 - the same with a 1% category filter (iterative index scans), and a keyword + query search.
 
-    python -m bench.scale                              # 10k and 100k, a few minutes
-    python -m bench.scale --sizes 10000,100000,1000000 # the full run (the 1M build takes long)
+    python -m bench.scale                              # 10k and 100k as shipped, about 8 minutes
+    python -m bench.scale --sizes 10000,1000000 --leakproof   # 1M, about 20 minutes (see --leakproof)
 """
 
 from __future__ import annotations
@@ -346,7 +346,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated memory counts")
-    parser.add_argument("--queries", type=int, default=200, help="queries per latency measurement")
+    parser.add_argument("--queries", type=int, default=100, help="queries per latency measurement")
     parser.add_argument("--recall-queries", type=int, default=50, help="queries checked against exact search")
     parser.add_argument("--ef-search", type=int, default=100, help="ef_search for the latency runs")
     parser.add_argument("--ef-sweep", default="40,100,200", help="ef_search values for the recall runs")

@@ -44,8 +44,8 @@ class Settings(BaseSettings):
 
     # Search, version, forget and profile defaults, each chosen by measurement: docs/performance.md
     # has the figures and the commands (bench/retrieval.py, bench/scale.py).
-    # HNSW candidate list: at 1M memories recall@10 against exact search was 0.81 at 40, 0.97 at
-    # 100 and 0.97 at 200, with the same latency.
+    # HNSW candidate list: at 1M memories recall@10 against exact search was 0.81-0.85 at 40 and
+    # 0.95-0.97 at both 100 and 200, with the same latency.
     hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
     # Reciprocal rank fusion constant (the usual 60; 10 and 30 measured within a query of it).
     rrf_k: int = Field(default=60, ge=1)
