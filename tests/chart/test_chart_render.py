@@ -121,6 +121,11 @@ def test_cloudnativepg_cluster_required_fields(render: Renderer) -> None:
     statements = [s.upper() for s in initdb["postInitApplicationSQL"]]
     assert "CREATE EXTENSION IF NOT EXISTS VECTOR" in statements
     assert "CREATE EXTENSION IF NOT EXISTS PG_TRGM" in statements
+    # The statements the server's start-up check asks for (store/embedded.py LEAKPROOF_FUNCTIONS).
+    from memory_mcp.store.embedded import LEAKPROOF_FUNCTIONS
+
+    for function in LEAKPROOF_FUNCTIONS:
+        assert f"ALTER FUNCTION {function} LEAKPROOF".upper() in statements
 
 
 def test_servicemonitors_point_at_rendered_service_ports(render: Renderer) -> None:
