@@ -169,7 +169,11 @@ async def search_memories(
     where = " AND ".join(filters)
 
     ranked: dict[str, list[_Candidate]] = {}
-    async with db.transaction([ctx.space.id]) as conn:
+    # Set with the space in the transaction's first statement: round trips cost more than they do.
+    # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
+    # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
+    hnsw = {"hnsw.ef_search": str(int(params.ef_search)), "hnsw.iterative_scan": "relaxed_order"}
+    async with db.transaction([ctx.space.id], settings=hnsw) as conn:
         if query is not None:
             if query_embedding is not None:
                 ranked["semantic"] = await _semantic(
@@ -215,11 +219,8 @@ async def _semantic(
             bind,
         )
         return [_Candidate(r.id, r.created_at, similarity=1.0 - float(r.distance)) for r in rows]
-    # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
-    # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
-    # relaxed_order returns rows slightly out of distance order; the outer query re-sorts them.
-    await conn.execute(text(f"SET LOCAL hnsw.ef_search = {int(params.ef_search)}"))
-    await conn.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+    # The transaction enables relaxed-order iterative scans, which return rows slightly out of
+    # distance order; the outer query re-sorts them.
     rows = await conn.execute(
         text(
             "SELECT id, created_at, distance FROM ("

@@ -129,3 +129,16 @@ async def test_space_retain_detaches_and_restores(db: Database) -> None:
     caller = await identity.authenticate(db, key)
     page = await memories.list_memories(db, identity.resolve_space(caller, "kept"))
     assert [m.content for m in page.items] == ["Kept fact."]
+
+
+async def test_transaction_settings_are_local_to_the_transaction(db: Database) -> None:
+    from sqlalchemy import text as sql
+
+    settings = {"hnsw.ef_search": "123", "hnsw.iterative_scan": "relaxed_order"}
+    async with db.transaction(settings=settings) as conn:
+        assert (await conn.execute(sql("SHOW hnsw.ef_search"))).scalar_one() == "123"
+        assert (await conn.execute(sql("SHOW hnsw.iterative_scan"))).scalar_one() == "relaxed_order"
+    async with db.transaction() as conn:
+        assert (
+            await conn.execute(sql("SHOW hnsw.ef_search"))
+        ).scalar_one() != "123"  # gone with the transaction
