@@ -112,13 +112,14 @@ async def test_rotation_replaces_the_key(operator: RunningOperator, cluster: Clu
     new = await eventually(
         lambda: (k := cluster.secret_key("agents", "ada-key")) != old and k, what="the rotated key"
     )
-    with pytest.raises(AuthenticationFailed):
-        await identity.authenticate(db, old)
-    assert await grants_of(db, new) == {"alpha": "ReadWrite"}
+    # The status is written after the hash changed (the Secret before it): wait for it first.
     status = await eventually(
         lambda: (s := cluster.get("ApiKey", "ada-laptop")["status"])["rotationGeneration"] == 1 and s,
         what="status of the rotation",
     )
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, old)
+    assert await grants_of(db, new) == {"alpha": "ReadWrite"}
     assert status["keyPrefix"] == new.split("_")[1]
     secret = cluster.secret("agents", "ada-key")
     assert (
@@ -228,8 +229,17 @@ async def test_a_deleted_secret_gets_a_new_key(
     await cluster.delete_secret("agents", "ada-key")
     new = await eventually(lambda: cluster.secret_key("agents", "ada-key"), what="a new Secret")
     assert new != old
-    with pytest.raises(AuthenticationFailed):
-        await identity.authenticate(db, old)
+
+    async def old_key_refused() -> bool:
+        # The Secret is written before the hash changes (a crash must never leave a hash whose key
+        # nobody has), so the old key stops a moment after the new Secret appears.
+        try:
+            await identity.authenticate(db, old)
+        except AuthenticationFailed:
+            return True
+        return False
+
+    await eventually(old_key_refused, what="the old key refused")
     assert await grants_of(db, new) == {"alpha": "ReadWrite"}
     drift = await eventually(lambda: cluster.events("DriftRepaired"), what="the warning")
     assert drift[0]["type"] == "Warning"
