@@ -339,32 +339,40 @@ async def _newer_first(
     """
     if len(candidates) < 2 or params.same_subject_similarity >= 1.0:
         return candidates
+    # The candidates' rows are read once by primary key (MATERIALIZED, so the planner cannot turn the
+    # self-join into a walk over every later memory of the space), then paired among themselves.
+    # Scores go in too and never change while reordering, so only pairs the query ranks alike
+    # come back, as candidate indexes.
     rows = await conn.execute(
         text(
-            "SELECT a.id AS older, b.id AS newer FROM memories a JOIN memories b ON b.created_at > a.created_at "
-            "WHERE a.id = ANY(:ids) AND b.id = ANY(:ids) AND (a.embedding <=> b.embedding) <= :distance"
+            "WITH c AS MATERIALIZED ("
+            "  SELECT x.i - 1 AS i, x.score, m.created_at, m.embedding"
+            "  FROM unnest(CAST(:ids AS uuid[]), CAST(:scores AS float8[])) WITH ORDINALITY AS x(id, score, i)"
+            "  JOIN memories m ON m.id = x.id WHERE m.embedding IS NOT NULL"
+            ") SELECT a.i AS older, b.i AS newer FROM c a JOIN c b ON b.created_at > a.created_at "
+            "WHERE b.score >= :within * a.score AND (a.embedding <=> b.embedding) <= :distance"
         ),
-        {"ids": [c.id for c in candidates], "distance": 1.0 - params.same_subject_similarity},
+        {
+            "ids": [c.id for c in candidates],
+            "scores": [c.score for c in candidates],
+            "within": params.newer_within,
+            "distance": 1.0 - params.same_subject_similarity,
+        },
     )
     pairs = [(r.older, r.newer) for r in rows]
-    order = list(candidates)
-    # Each move puts one memory directly above another; a bounded number of passes settles chains
-    # (a fact corrected twice) without looping on a cycle of near-ties.
+    # position[i]: where candidate i stands now. Each move puts one memory directly above another;
+    # a bounded number of passes settles chains (a fact corrected twice) without looping on a cycle
+    # of near-ties.
+    order = list(range(len(candidates)))
     for _ in range(len(order)):
-        position = {c.id: i for i, c in enumerate(order)}
-        move = next(
-            (
-                (position[older], position[newer])
-                for older, newer in pairs
-                if position[newer] > position[older]
-                and order[position[newer]].score >= params.newer_within * order[position[older]].score
-            ),
-            None,
-        )
+        position = [0] * len(order)
+        for place, index in enumerate(order):
+            position[index] = place
+        move = next(((position[o], position[n]) for o, n in pairs if position[n] > position[o]), None)
         if move is None:
             break
         order.insert(move[0], order.pop(move[1]))
-    return order
+    return [candidates[i] for i in order]
 
 
 async def _hits(conn: AsyncConnection, chosen: list[_Candidate]) -> list[SearchHit]:
