@@ -189,6 +189,7 @@ class MemoryService:
         container_tag: str | None = None,
     ) -> AddOut:
         ctx = identity.resolve_space(caller, container_tag)
+        # The store checks again; checking here first refuses before any embedding work is spent.
         memories.require_write(ctx)
         if action == "forget":
             return await self._forget(ctx, content)

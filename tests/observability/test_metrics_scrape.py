@@ -14,18 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.observability.conftest import SPACE, writer_key
 from tests.observability.traffic import TrafficLog, drive
-from tests.server.conftest import RunningServer
+from tests.server.conftest import TOOLS, RunningServer
 
-TOOLS = {
-    "search_memory",
-    "add_memory",
-    "listDocuments",
-    "getDocument",
-    "listMemories",
-    "listSpaces",
-    "whoAmI",
-    "select-space",
-}
 # Every route label the server may use: its route templates, the MCP mount, and one bucket for the rest.
 ROUTE_TEMPLATE = re.compile(r"^(/mcp|other|/(healthz|readyz|metrics)|/v1(/[a-z]+|/\{[a-z_]+\})*)$")
 

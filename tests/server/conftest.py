@@ -21,6 +21,18 @@ from memory_mcp.store.db import Database
 
 from memory_mcp.settings import Settings
 
+# The public tool names: the MCP contract of DESIGN.md.
+TOOLS = {
+    "search_memory",
+    "add_memory",
+    "listDocuments",
+    "getDocument",
+    "listMemories",
+    "listSpaces",
+    "whoAmI",
+    "select-space",
+}
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -7,18 +7,7 @@ import uuid
 from memory_mcp.store.access import Role
 
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer, mcp_session
-
-TOOLS = {
-    "search_memory",
-    "add_memory",
-    "listDocuments",
-    "getDocument",
-    "listMemories",
-    "listSpaces",
-    "whoAmI",
-    "select-space",
-}
+from tests.server.conftest import TOOLS, RunningServer, mcp_session
 
 
 async def writer_key(
