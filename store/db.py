@@ -6,8 +6,9 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -58,18 +59,35 @@ class Database:
         ``settings`` are further transaction-local settings (e.g. ``hnsw.ef_search``); all of them
         are applied in one statement, since each round trip costs more than the statement itself.
         """
-        values = dict(settings or {})
-        ids = ",".join(str(s) for s in spaces)
-        if ids:
-            values[SPACES_SETTING] = ids
+        sql, params = _settings_statement(spaces, settings, placeholder=":{}")
         async with self.engine.begin() as conn:
-            if values:
-                names = list(values)
-                calls = ", ".join(f"set_config(:n{i}, :v{i}, true)" for i in range(len(names)))
-                params = {f"n{i}": name for i, name in enumerate(names)}
-                params.update({f"v{i}": values[name] for i, name in enumerate(names)})
-                await conn.execute(text(f"SELECT {calls}"), params)
+            if sql:
+                await conn.execute(text(sql), params)
             yield conn
+
+    @asynccontextmanager
+    async def pipeline(
+        self, spaces: Iterable[uuid.UUID] = (), settings: Mapping[str, str] | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """``transaction`` on the driver's own connection in pipeline mode, for the hot read paths.
+
+        Statements go out without waiting for earlier results: a round trip happens only where a
+        result is read, so the settings travel with the first query. It also skips SQLAlchemy's
+        per-statement work, which costs more than a small query itself. Parameters are psycopg's
+        ``%(name)s``; rows are tuples unless a cursor asks for another row factory.
+        """
+        sql, params = _settings_statement(spaces, settings, placeholder="%({})s")
+        async with self.engine.connect() as conn:
+            pg = cast("psycopg.AsyncConnection[Any]", (await conn.get_raw_connection()).driver_connection)
+            try:
+                async with pg.pipeline(), pg.transaction():
+                    if sql:
+                        await pg.execute(sql, params)
+                    yield pg
+            except psycopg.OperationalError:
+                # The connection may be broken: never hand it to the next request.
+                await conn.invalidate()
+                raise
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncConnection]:
@@ -121,6 +139,24 @@ class Database:
                 column_dim = await embedding_column_dim(conn)
                 if column_dim != embedding_dim:
                     raise EmbeddingWidthMismatch(column_dim, embedding_dim)
+
+
+def _settings_statement(
+    spaces: Iterable[uuid.UUID], settings: Mapping[str, str] | None, placeholder: str
+) -> tuple[str | None, dict[str, str]]:
+    """One ``SELECT set_config(...)`` for the space list and any other transaction-local settings."""
+    values = dict(settings or {})
+    ids = ",".join(str(s) for s in spaces)
+    if ids:
+        values[SPACES_SETTING] = ids
+    if not values:
+        return None, {}
+    params: dict[str, str] = {}
+    calls = []
+    for i, (name, value) in enumerate(values.items()):
+        params[f"n{i}"], params[f"v{i}"] = name, value
+        calls.append(f"set_config({placeholder.format(f'n{i}')}, {placeholder.format(f'v{i}')}, true)")
+    return "SELECT " + ", ".join(calls), params
 
 
 async def embedding_column_dim(conn: AsyncConnection) -> int:

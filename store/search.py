@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+from psycopg.rows import namedtuple_row
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from . import validation
 from .db import Database
@@ -39,7 +40,7 @@ _STOPWORDS_BY_LANGUAGE = {
     "it": """il lo la i gli le un uno una e o di da con su per tra fra che chi cosa quando dove perché come
         quale quali è sono era erano del della dei delle degli al alla ai alle nel nella non mi ti ci si""",
 }
-STOPWORDS = frozenset(word for words in _STOPWORDS_BY_LANGUAGE.values() for word in words.split())
+STOPWORDS = sorted({word for words in _STOPWORDS_BY_LANGUAGE.values() for word in words.split()})
 MAX_TERMS = 32
 
 
@@ -103,23 +104,6 @@ class _Candidate:
     modes: tuple[str, ...] = ()
 
 
-def fulltext_terms(lexemes: Sequence[str]) -> list[str]:
-    """tsquery operands (quoted lexemes) for the meaningful, distinct words of a query.
-
-    ``lexemes`` come from PostgreSQL's own parser (``to_tsvector('simple', query)``), so a query
-    splits exactly like the stored text: "INC-61839" is 'inc' and '-61839' on both sides, which a
-    regular-expression tokenizer gets wrong. Single characters and stopwords carry no signal.
-    """
-    terms: list[str] = []
-    seen: set[str] = set()
-    for lexeme in lexemes:
-        if len(lexeme) < 2 or lexeme in STOPWORDS or lexeme in seen:
-            continue
-        seen.add(lexeme)
-        terms.append("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'")
-    return terms[:MAX_TERMS]
-
-
 def like_pattern(keyword: str) -> str:
     """An ILIKE pattern matching ``keyword`` literally anywhere: ``%`` and ``_`` are not wildcards."""
     escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -155,149 +139,163 @@ async def search_memories(
     if not 1 <= limit <= validation.MAX_LIMIT:
         raise ValidationError("limit", f"must be an integer from 1 to {validation.MAX_LIMIT}")
 
-    filters = [f"m.space_id = :s AND {LIVE}"]
+    filters = [f"m.space_id = %(s)s AND {LIVE}"]
     bind: dict[str, Any] = {"s": ctx.space.id, "k": params.candidates}
     filter_modes: list[str] = []
     if keyword is not None:
-        filters.append("m.content ILIKE :kw")
+        filters.append("m.content ILIKE %(kw)s")
         bind["kw"] = like_pattern(keyword)
         filter_modes.append("keyword")
     if category is not None:
-        filters.append("m.category = :cat")
+        filters.append("m.category = %(cat)s")
         bind["cat"] = category
         filter_modes.append("category")
+    if filter_modes:
+        bind["exact_below"] = params.exact_below
     where = " AND ".join(filters)
 
-    ranked: dict[str, list[_Candidate]] = {}
-    # Set with the space in the transaction's first statement: round trips cost more than they do.
+    # The ranked lists this search fuses. Full text is also the fallback when there is no vector. A
+    # keyword is a literal promise, so its matches are a list of their own even beside a question:
+    # an approximate index scan may stop before a rare match, and a code rarely shares words with
+    # the question around it. Like full text, that lexical list is left out when semantic search is
+    # measured on its own.
+    lists: list[str] = []
+    if query is not None and query_embedding is not None:
+        lists.append("semantic")
+        bind["e"] = vector_literal(query_embedding)
+    if query is not None and (params.fulltext or query_embedding is None):
+        lists.append("fulltext")
+        bind.update(q=query, stop=STOPWORDS, max_terms=MAX_TERMS, per_term=params.rows_per_term)
+    if query is None or (keyword is not None and params.fulltext):
+        lists.append("filter")
+        bind["kwraw"] = keyword
+
     # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
     # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
     hnsw = {"hnsw.ef_search": str(int(params.ef_search)), "hnsw.iterative_scan": "relaxed_order"}
-    async with db.transaction([ctx.space.id], settings=hnsw) as conn:
-        if query is not None:
-            if query_embedding is not None:
-                ranked["semantic"] = await _semantic(
-                    conn, where, bind, query_embedding, params, filtered=bool(filter_modes)
-                )
-            if params.fulltext or query_embedding is None:
-                ranked["fulltext"] = await _fulltext(conn, where, bind, query, params)
-        if query is None or (keyword is not None and params.fulltext):
-            # A keyword is a literal promise: its matches are ranked even when neither the question's
-            # meaning nor its words point at them (an approximate index scan may stop before it
-            # reaches a rare match; a code rarely shares words with the question around it). Like full
-            # text, this lexical list is left out when semantic search is measured on its own.
-            ranked["filter"] = await _filtered(conn, where, bind, keyword)
+    async with db.pipeline([ctx.space.id], settings=hnsw) as pg:
+        ranked = await _candidates(pg, lists, where, bind, filtered=bool(filter_modes), keyword=keyword)
         fused = _fuse(ranked, filter_modes, params)
         if query is not None:
-            fused = await _newer_first(conn, fused[: 3 * limit], params)
-        hits = await _hits(conn, fused[:limit])
+            fused = await _newer_first(pg, fused[: 3 * limit], params)
+        hits = await _hits(pg, fused[:limit])
     modes = tuple(m for m in ranked if m != "filter") + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)
 
 
-async def _semantic(
-    conn: AsyncConnection,
-    where: str,
-    bind: dict[str, Any],
-    embedding: Sequence[float],
-    params: SearchParams,
-    filtered: bool,
-) -> list[_Candidate]:
-    bind = {**bind, "e": vector_literal(embedding)}
-    if filtered and await _fewer_than(conn, where, bind, params.exact_below):
-        # A selective filter (a rare category, a keyword): exact distances over the few rows that
-        # pass it. The HNSW scan would walk the whole neighbourhood of the query to find them and
-        # stop at its scan limits first: at 1M memories a 1% category kept 55% of the true top 10.
-        # MATERIALIZED keeps the planner from ordering through the HNSW index anyway.
-        rows = await conn.execute(
-            text(
-                "WITH f AS MATERIALIZED ("
-                f"  SELECT m.id, m.created_at, m.embedding FROM memories m WHERE {where} AND m.embedding IS NOT NULL"
-                ") SELECT id, created_at, embedding <=> CAST(:e AS halfvec) AS distance FROM f "
-                "ORDER BY distance LIMIT :k"
-            ),
-            bind,
-        )
-        return [_Candidate(r.id, r.created_at, similarity=1.0 - float(r.distance)) for r in rows]
-    # The transaction enables relaxed-order iterative scans, which return rows slightly out of
-    # distance order; the outer query re-sorts them.
-    rows = await conn.execute(
-        text(
-            "SELECT id, created_at, distance FROM ("
-            "  SELECT m.id, m.created_at, m.embedding <=> CAST(:e AS halfvec) AS distance FROM memories m"
-            f"  WHERE {where} AND m.embedding IS NOT NULL"
-            "  ORDER BY m.embedding <=> CAST(:e AS halfvec) LIMIT :k"
-            ") c ORDER BY distance"
-        ),
-        bind,
+def _semantic_sql(where: str, filtered: bool) -> str:
+    """Nearest neighbours by cosine distance (at most ``k``), read through the HNSW index.
+
+    The transaction enables relaxed-order iterative scans, which return rows slightly out of
+    distance order; ``_LIST_SELECT`` numbers them by distance. A selective filter (a rare category,
+    a keyword: at most ``exact_below`` rows pass it) is searched with exact distances instead: the
+    HNSW scan would walk the whole neighbourhood of the query to find those rows and stop at its
+    scan limits first (at 1M memories a 1% category kept 55% of the true top 10). ``+ 0`` keeps the
+    planner from ordering that variant through the HNSW index anyway. The row count is an init
+    plan, so only one of the two scans runs.
+    """
+    scan = (
+        "SELECT m.id, m.created_at, m.embedding <=> CAST(%(e)s AS halfvec) AS distance FROM memories m "
+        f"WHERE {where} AND m.embedding IS NOT NULL"
     )
-    return [_Candidate(r.id, r.created_at, similarity=1.0 - float(r.distance)) for r in rows]
+    if not filtered:
+        return f"semantic AS ({scan} ORDER BY m.embedding <=> CAST(%(e)s AS halfvec) LIMIT %(k)s)"
+    few = (
+        "(SELECT count(*) <= %(exact_below)s FROM "
+        f"(SELECT 1 FROM memories m WHERE {where} LIMIT %(exact_below)s + 1) c)"
+    )
+    return (
+        f"semantic AS (SELECT * FROM ({scan} AND {few} "
+        "ORDER BY (m.embedding <=> CAST(%(e)s AS halfvec)) + 0 LIMIT %(k)s) exact "
+        f"UNION ALL SELECT * FROM ({scan} AND NOT {few} "
+        "ORDER BY m.embedding <=> CAST(%(e)s AS halfvec) LIMIT %(k)s) approximate)"
+    )
 
 
-async def _fewer_than(conn: AsyncConnection, where: str, bind: dict[str, Any], cap: int) -> bool:
-    """Whether at most ``cap`` live memories pass the filters (counts no further than that)."""
-    count = (
-        await conn.execute(
-            text(f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT :cap) c"),
-            {**bind, "cap": cap + 1},
-        )
-    ).scalar_one()
-    return int(count) <= cap
-
-
-async def _fulltext(
-    conn: AsyncConnection, where: str, bind: dict[str, Any], query: str, params: SearchParams
-) -> list[_Candidate]:
+def _fulltext_sql(where: str) -> str:
     """Memories sharing words with the query, by coverage: the share of the query's words they hold.
+
+    The query is split by PostgreSQL's own parser (``to_tsvector('simple', ...)``), so it splits
+    exactly like the stored text: "INC-61839" is 'inc' and '-61839' on both sides, which a
+    regular-expression tokenizer gets wrong. Single characters and stopwords carry no signal; each
+    remaining word becomes a quoted tsquery operand (quotes doubled, backslashes escaped).
 
     An OR of the words finds everything that shares one, which for a question is mostly noise
     ("need", "team"); ordering by coverage first puts a memory holding every word of a quoted code
     or phrase above one that shares a single common word, and the fusion weighs each match by its
     squared coverage (a memory holding 1 of 5 words counts 1/25 of a full match).
 
-    Each word contributes at most ``params.rows_per_term`` rows before ranking, so a common word
-    in a million-memory space costs a bounded amount of work: rare words (codes, names) are always
-    read in full, and a memory holding a rare word is found through it.
+    Each word contributes at most ``per_term`` rows before ranking, so a common word in a
+    million-memory space costs a bounded amount of work: rare words (codes, names) are always read
+    in full, and a memory holding a rare word is found through it.
     """
-    lexemes = (
-        await conn.execute(
-            text("SELECT lexeme FROM unnest(to_tsvector('simple', :q)) ORDER BY positions[1]"), {"q": query}
-        )
-    ).scalars()
-    terms = fulltext_terms(list(lexemes))
-    if not terms:
-        return []
-    bind = {**bind, "tsq": " | ".join(terms), "per_term": params.rows_per_term}
-    matched, per_term = [], []
-    for i, term in enumerate(terms):
-        bind[f"t{i}"] = term
-        matched.append(f"(m.tsv @@ CAST(:t{i} AS tsquery))::int")
-        per_term.append(
-            f"(SELECT m.id FROM memories m WHERE {where} AND m.tsv @@ CAST(:t{i} AS tsquery) LIMIT :per_term)"
-        )
-    rows = await conn.execute(
-        text(
-            f"SELECT m.id, m.created_at, {' + '.join(matched)} AS matched "
-            f"FROM memories m, CAST(:tsq AS tsquery) q WHERE m.id IN ({' UNION '.join(per_term)}) "
-            "ORDER BY matched DESC, ts_rank_cd(m.tsv, q, 1) DESC, m.created_at DESC LIMIT :k"
-        ),
-        bind,
+    return (
+        "terms AS MATERIALIZED ("
+        "  SELECT CAST('''' || replace(replace(w.lexeme, '\\', '\\\\'), '''', '''''') || '''' AS tsquery) AS q"
+        "  FROM unnest(to_tsvector('simple', %(q)s)) w"
+        "  WHERE length(w.lexeme) >= 2 AND w.lexeme <> ALL(%(stop)s)"
+        "  ORDER BY w.positions[1] LIMIT %(max_terms)s"
+        "), fulltext AS ("
+        "  SELECT m.id, m.created_at, (SELECT count(*) FROM terms t WHERE m.tsv @@ t.q) AS matched,"
+        "    ts_rank_cd(m.tsv, (SELECT CAST(string_agg(CAST(q AS text), ' | ') AS tsquery) FROM terms), 1) AS rank"
+        "  FROM memories m WHERE m.id IN ("
+        "    SELECT x.id FROM terms t CROSS JOIN LATERAL ("
+        f"      SELECT m.id FROM memories m WHERE {where} AND m.tsv @@ t.q LIMIT %(per_term)s) x)"
+        "  ORDER BY matched DESC, rank DESC, m.created_at DESC LIMIT %(k)s)"
     )
-    return [_Candidate(r.id, r.created_at, score=(r.matched / len(terms)) ** 2) for r in rows]
 
 
-async def _filtered(
-    conn: AsyncConnection, where: str, bind: dict[str, Any], keyword: str | None
-) -> list[_Candidate]:
+def _filter_sql(where: str, keyword: str | None) -> str:
     """Keyword and/or category alone: closest literal matches first, then newest."""
-    order = "m.created_at DESC"
-    if keyword is not None:
-        bind = {**bind, "kwraw": keyword}
-        order = "word_similarity(:kwraw, m.content) DESC, m.created_at DESC"
-    rows = await conn.execute(
-        text(f"SELECT m.id, m.created_at FROM memories m WHERE {where} ORDER BY {order} LIMIT :k"), bind
+    closeness = "word_similarity(%(kwraw)s, m.content)" if keyword is not None else "0"
+    return (
+        f"filtered AS (SELECT m.id, m.created_at, {closeness} AS closeness FROM memories m WHERE {where} "
+        "ORDER BY closeness DESC, m.created_at DESC LIMIT %(k)s)"
     )
-    return [_Candidate(r.id, r.created_at, score=1.0) for r in rows]
+
+
+# Each list's rows, numbered in rank order. ``value`` is the cosine distance of a semantic match
+# and the number of query words a full-text match holds (out of ``terms``).
+_LIST_SELECT = {
+    "semantic": "SELECT 'semantic' AS list, row_number() OVER (ORDER BY distance) AS ord, id, created_at, "
+    "distance AS value, 0 AS terms FROM semantic",
+    "fulltext": "SELECT 'fulltext' AS list, row_number() OVER (ORDER BY matched DESC, rank DESC, created_at DESC) "
+    "AS ord, id, created_at, CAST(matched AS float8) AS value, (SELECT count(*) FROM terms) AS terms FROM fulltext",
+    "filter": "SELECT 'filter' AS list, row_number() OVER (ORDER BY closeness DESC, created_at DESC) AS ord, id, "
+    "created_at, 0 AS value, 0 AS terms FROM filtered",
+}
+
+
+async def _candidates(
+    pg: psycopg.AsyncConnection[Any],
+    lists: list[str],
+    where: str,
+    bind: dict[str, Any],
+    filtered: bool,
+    keyword: str | None,
+) -> dict[str, list[_Candidate]]:
+    """Every ranked list from one statement (one round trip), best first within each list."""
+    ctes = {
+        "semantic": lambda: _semantic_sql(where, filtered),
+        "fulltext": lambda: _fulltext_sql(where),
+        "filter": lambda: _filter_sql(where, keyword),
+    }
+    sql = (
+        f"WITH {', '.join(ctes[name]() for name in lists)} "
+        f"{' UNION ALL '.join(_LIST_SELECT[name] for name in lists)} ORDER BY 1, 2"
+    )
+    ranked: dict[str, list[_Candidate]] = {name: [] for name in lists}
+    async with pg.cursor() as cur:
+        await cur.execute(sql, bind)
+        for name, _, memory_id, created_at, value, terms in await cur.fetchall():
+            if name == "semantic":
+                item = _Candidate(memory_id, created_at, similarity=1.0 - float(value))
+            elif name == "fulltext":
+                item = _Candidate(memory_id, created_at, score=(value / terms) ** 2)
+            else:
+                item = _Candidate(memory_id, created_at, score=1.0)
+            ranked[name].append(item)
+    return ranked
 
 
 def _fuse(
@@ -330,7 +328,7 @@ def _fuse(
 
 
 async def _newer_first(
-    conn: AsyncConnection, candidates: list[_Candidate], params: SearchParams
+    pg: psycopg.AsyncConnection[Any], candidates: list[_Candidate], params: SearchParams
 ) -> list[_Candidate]:
     """Put a newer memory above an older one on the same subject when the query ranks them alike.
 
@@ -342,24 +340,25 @@ async def _newer_first(
     # The candidates' rows are read once by primary key (MATERIALIZED, so the planner cannot turn the
     # self-join into a walk over every later memory of the space), then paired among themselves.
     # Scores go in too and never change while reordering, so only pairs the query ranks alike
-    # come back, as candidate indexes.
-    rows = await conn.execute(
-        text(
+    # come back: two arrays of candidate indexes, (older, newer) by position.
+    async with pg.cursor() as cur:
+        await cur.execute(
             "WITH c AS MATERIALIZED ("
             "  SELECT x.i - 1 AS i, x.score, m.created_at, m.embedding"
-            "  FROM unnest(CAST(:ids AS uuid[]), CAST(:scores AS float8[])) WITH ORDINALITY AS x(id, score, i)"
+            "  FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(scores)s AS float8[])) WITH ORDINALITY AS x(id, score, i)"
             "  JOIN memories m ON m.id = x.id WHERE m.embedding IS NOT NULL"
-            ") SELECT a.i AS older, b.i AS newer FROM c a JOIN c b ON b.created_at > a.created_at "
-            "WHERE b.score >= :within * a.score AND (a.embedding <=> b.embedding) <= :distance"
-        ),
-        {
-            "ids": [c.id for c in candidates],
-            "scores": [c.score for c in candidates],
-            "within": params.newer_within,
-            "distance": 1.0 - params.same_subject_similarity,
-        },
-    )
-    pairs = [(r.older, r.newer) for r in rows]
+            ") SELECT coalesce(array_agg(a.i), '{}'), coalesce(array_agg(b.i), '{}') "
+            "FROM c a JOIN c b ON b.created_at > a.created_at "
+            "WHERE b.score >= %(within)s * a.score AND (a.embedding <=> b.embedding) <= %(distance)s",
+            {
+                "ids": [c.id for c in candidates],
+                "scores": [c.score for c in candidates],
+                "within": params.newer_within,
+                "distance": 1.0 - params.same_subject_similarity,
+            },
+        )
+        older, newer = await cur.fetchone() or ([], [])
+    pairs = list(zip(older, newer, strict=True))
     # position[i]: where candidate i stands now. Each move puts one memory directly above another;
     # a bounded number of passes settles chains (a fact corrected twice) without looping on a cycle
     # of near-ties.
@@ -375,13 +374,13 @@ async def _newer_first(
     return [candidates[i] for i in order]
 
 
-async def _hits(conn: AsyncConnection, chosen: list[_Candidate]) -> list[SearchHit]:
+async def _hits(pg: psycopg.AsyncConnection[Any], chosen: list[_Candidate]) -> list[SearchHit]:
     """Load the chosen memories (only these: the join with users and spaces is the costly part)."""
     if not chosen:
         return []
-    rows = await conn.execute(
-        text(f"{MEMORY_SELECT} WHERE m.id = ANY(:ids)"), {"ids": [c.id for c in chosen]}
-    )
+    async with pg.cursor(row_factory=namedtuple_row) as cur:
+        await cur.execute(f"{MEMORY_SELECT} WHERE m.id = ANY(%(ids)s)", {"ids": [c.id for c in chosen]})
+        rows: list[Any] = await cur.fetchall()
     memories = {r.id: memory_from_row(r) for r in rows}
     return [
         SearchHit(

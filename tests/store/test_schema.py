@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 from memory_mcp.store import identity, memories, spaces
@@ -142,3 +144,30 @@ async def test_transaction_settings_are_local_to_the_transaction(db: Database) -
         assert (
             await conn.execute(sql("SHOW hnsw.ef_search"))
         ).scalar_one() != "123"  # gone with the transaction
+
+
+async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_urls: tuple[str, str]) -> None:
+    from sqlalchemy import text as sql
+
+    db = Database(db_urls[0], pool_size=1)  # one connection: the next user gets the same one
+    space = uuid.uuid4()
+    try:
+        async with db.pipeline([space], settings={"hnsw.ef_search": "123"}) as pg:
+            cur = await pg.execute(
+                "SELECT current_setting('memory_mcp.spaces'), current_setting('hnsw.ef_search')"
+            )
+            assert await cur.fetchone() == (str(space), "123")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            async with db.pipeline([space]) as pg:
+                await (await pg.execute("SELECT 1 / 0")).fetchone()
+        async with db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sql(
+                        "SELECT current_setting('memory_mcp.spaces', true), current_setting('hnsw.ef_search')"
+                    )
+                )
+            ).one()
+            assert not row[0] and row[1] != "123"  # both went with the transaction
+    finally:
+        await db.close()
