@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import uuid
 
 import httpx2
+from memory_mcp.embedder.client import Embedder
 
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer, mcp_session
+from tests.server.conftest import RunningServer, mcp_session, run_server
 
 
 async def test_rest_round_trip_and_errors(server: RunningServer) -> None:
@@ -89,3 +91,15 @@ async def test_openapi_and_health(server: RunningServer) -> None:
         assert ready.status_code == 200 and ready.json()["status"] == "ready"
         metrics = (await http.get("/metrics")).text
         assert "memory_mcp_db_pool_size" in metrics
+
+
+async def test_start_up_takes_what_it_loaded_out_of_garbage_collection(
+    db_urls: tuple[str, str], embedder: Embedder
+) -> None:
+    # Full collections would otherwise walk the model and libraries every time (a ~300 ms stall).
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    async with run_server(db_urls[0], embedder) as running:
+        async with httpx2.AsyncClient(base_url=running.base) as http:
+            assert (await http.get("/readyz")).status_code == 200
+        assert gc.get_freeze_count() > 10_000
