@@ -36,6 +36,7 @@ from .schemas import (
     SpacesOut,
     UserOut,
     WhoAmIOut,
+    memory_fields,
 )
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ class MemoryService:
         self.recalls.add(ctx.space.id, [h.memory.id for h in result.hits])
         hits = [
             SearchHitOut(
-                **MemoryOut.of(h.memory).model_dump(),
+                **memory_fields(h.memory),
                 score=h.score,
                 matchedModes=list(h.modes),
                 similarity=h.similarity,
