@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
+from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 
 from . import keys
@@ -19,8 +21,7 @@ from .users import upsert_user
 
 # --- authentication and space resolution --------------------------------------------------------
 
-_AUTH_SQL = text(
-    f"""
+_AUTH_SQL = f"""
     SELECT {KEY_COLUMNS}, k.key_hash, u.name AS u_name, u.email, u.display_name, u.role, u.active,
       COALESCE((
         SELECT json_agg(json_build_array(s.id, s.key, s.display_name, s.description, s.deletion_policy,
@@ -28,19 +29,20 @@ _AUTH_SQL = text(
         FROM key_grants g JOIN spaces s ON s.id = g.space_id
         WHERE g.key_id = k.id AND s.detached_at IS NULL), '[]') AS grants
     FROM api_keys k JOIN users u ON u.id = k.user_id
-    WHERE k.prefix = :prefix
+    WHERE k.prefix = %(prefix)s
     """
-)
 _DUMMY_HASH = keys.hash_key("mmk_0000000000_not-a-key")
 
 
 async def authenticate(db: Database, plaintext: str | None) -> Caller:
     """Verify a presented key; every failure raises the same :class:`AuthenticationFailed`."""
     prefix = keys.prefix_of(plaintext or "")
-    row = None
+    row: Any = None
     if prefix is not None:
-        async with db.autocommit() as conn:
-            row = (await conn.execute(_AUTH_SQL, {"prefix": prefix})).first()
+        # Every request of every tool starts here: the driver's own connection, one round trip.
+        async with db.pipeline() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+            await cur.execute(_AUTH_SQL, {"prefix": prefix})
+            row = await cur.fetchone()
     # Compare even when nothing was found so unknown prefixes cost the same as wrong secrets.
     ok = keys.matches(plaintext or "", row.key_hash if row else _DUMMY_HASH) and row is not None
     if not ok or row is None:
