@@ -31,6 +31,22 @@ async def test_tool_list_and_schemas(server: RunningServer) -> None:
     assert add["required"] == ["content"] and add["properties"]["action"]["enum"] == ["save", "forget"]
     for tool in tools.values():
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        # Optional plain fields are a type list, which clients validate faster than an anyOf.
+        assert not [
+            node
+            for node in _schema_nodes(tool.output_schema)
+            if {"type": "null"} in node.get("anyOf", []) and not any("$ref" in b for b in node["anyOf"])
+        ]
+    hit = tools["search_memory"].output_schema["$defs"]["SearchHitOut"]["properties"]
+    assert hit["category"]["type"] == ["string", "null"] and hit["similarity"]["type"] == ["number", "null"]
+
+
+def _schema_nodes(node: object) -> list[dict[str, object]]:
+    if isinstance(node, dict):
+        return [node, *(n for value in node.values() for n in _schema_nodes(value))]
+    if isinstance(node, list):
+        return [n for value in node for n in _schema_nodes(value)]
+    return []
 
 
 async def test_save_search_list_get_round_trip(server: RunningServer) -> None:
