@@ -164,7 +164,10 @@ async def run_node_clients(url: str, key: str, tool: str, clients: int, seconds:
     )
     out, _ = await node.communicate()
     if node.returncode != 0:
-        raise RuntimeError(f"the Node.js load client failed ({node.returncode})")
+        raise RuntimeError(
+            f"the Node.js load client failed (exit {node.returncode}); it uses the TypeScript SDK that "
+            "scripts/setup-test-env installs in tests/server/ts_client"
+        )
     return [ms / 1000 for ms in json.loads(out)]
 
 
