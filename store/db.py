@@ -84,9 +84,11 @@ class Database:
                     if sql:
                         await pg.execute(sql, params)
                     yield pg
-            except psycopg.OperationalError:
-                # The connection may be broken: never hand it to the next request.
-                await conn.invalidate()
+            except BaseException:
+                # A failed statement is rolled back and the connection goes back to the pool; one that
+                # is broken, or was left mid-transaction by a cancelled request, never does.
+                if pg.closed or pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    await conn.invalidate()
                 raise
 
     @asynccontextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import psycopg
@@ -160,11 +161,32 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
         with pytest.raises(psycopg.errors.DivisionByZero):
             async with db.pipeline([space]) as pg:
                 await (await pg.execute("SELECT 1 / 0")).fetchone()
+
+        async def slow() -> None:
+            async with db.pipeline([space]) as pg:
+                await (await pg.execute("SELECT pg_sleep(30)")).fetchone()
+
+        task = asyncio.create_task(slow())  # a request cancelled mid-query (a client went away)
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+        other = Database(db_urls[0], pool_size=1)
+        try:  # the server side of the connection goes away mid-transaction
+            with pytest.raises(psycopg.OperationalError):
+                async with db.pipeline([space]) as pg:
+                    pid = (await (await pg.execute("SELECT pg_backend_pid()")).fetchone() or [0])[0]
+                    async with other.autocommit() as conn:
+                        await conn.execute(sql("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+                    await (await pg.execute("SELECT 1")).fetchone()
+        finally:
+            await other.close()
         async with db.transaction() as conn:
             row = (
                 await conn.execute(
                     sql(
-                        "SELECT current_setting('memory_mcp.spaces', true), current_setting('hnsw.ef_search')"
+                        "SELECT current_setting('memory_mcp.spaces', true), current_setting('hnsw.ef_search', true)"
                     )
                 )
             ).one()
