@@ -77,25 +77,37 @@ class Database:
         ``%(name)s``; rows are tuples unless a cursor asks for another row factory.
         """
         sql, params = _settings_statement(spaces, settings, placeholder="%({})s")
+        async with self._driver() as pg, pg.pipeline(), pg.transaction():
+            if sql:
+                await pg.execute(sql, params)
+            yield pg
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The driver's connection without BEGIN/COMMIT, for one read of tables outside row-level security."""
+        async with self._driver() as pg:
+            await pg.set_autocommit(True)
+            try:
+                yield pg
+            finally:
+                if not pg.closed:
+                    await pg.set_autocommit(False)
+
+    @asynccontextmanager
+    async def _driver(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection as the driver's own object.
+
+        A failed statement is rolled back and the connection goes back to the pool; one that is
+        broken, or was left mid-transaction by a cancelled request, never does.
+        """
         async with self.engine.connect() as conn:
             pg = cast("psycopg.AsyncConnection[Any]", (await conn.get_raw_connection()).driver_connection)
             try:
-                async with pg.pipeline(), pg.transaction():
-                    if sql:
-                        await pg.execute(sql, params)
-                    yield pg
+                yield pg
             except BaseException:
-                # A failed statement is rolled back and the connection goes back to the pool; one that
-                # is broken, or was left mid-transaction by a cancelled request, never does.
                 if pg.closed or pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                     await conn.invalidate()
                 raise
-
-    @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
-        """A connection without BEGIN/COMMIT, for one read of tables outside row-level security."""
-        async with self.engine.connect() as conn:
-            yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
     def pool_status(self) -> tuple[int, int]:
         """(configured size, connections checked out)."""

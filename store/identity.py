@@ -40,7 +40,7 @@ async def authenticate(db: Database, plaintext: str | None) -> Caller:
     row: Any = None
     if prefix is not None:
         # Every request of every tool starts here: the driver's own connection, one round trip.
-        async with db.pipeline() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+        async with db.autocommit() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
             await cur.execute(_AUTH_SQL, {"prefix": prefix})
             row = await cur.fetchone()
     # Compare even when nothing was found so unknown prefixes cost the same as wrong secrets.

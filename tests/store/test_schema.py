@@ -178,7 +178,7 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
                 async with db.pipeline([space]) as pg:
                     pid = (await (await pg.execute("SELECT pg_backend_pid()")).fetchone() or [0])[0]
                     async with other.autocommit() as conn:
-                        await conn.execute(sql("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+                        await conn.execute("SELECT pg_terminate_backend(%s)", [pid])
                     await (await pg.execute("SELECT 1")).fetchone()
         finally:
             await other.close()
