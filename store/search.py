@@ -180,9 +180,7 @@ async def search_memories(
     async with db.pipeline([ctx.space.id], settings=hnsw) as pg:
         ranked = await _candidates(pg, lists, where, bind, filtered=bool(filter_modes), keyword=keyword)
         fused = _fuse(ranked, filter_modes, params)
-        if query is not None:
-            fused = await _newer_first(pg, fused[: 3 * limit], params)
-        hits = await _hits(pg, fused[:limit])
+        hits = await _top_hits(pg, fused, limit, params, newer_first=query is not None)
     modes = tuple(m for m in ranked if m != "filter") + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)
 
@@ -331,61 +329,56 @@ def _fuse(
     return sorted(fused.values(), key=lambda c: (-c.score, -c.created_at.timestamp()))
 
 
-async def _newer_first(
-    pg: psycopg.AsyncConnection[Any], candidates: list[_Candidate], params: SearchParams
-) -> list[_Candidate]:
-    """Put a newer memory above an older one on the same subject when the query ranks them alike.
+async def _top_hits(
+    pg: psycopg.AsyncConnection[Any],
+    fused: list[_Candidate],
+    limit: int,
+    params: SearchParams,
+    newer_first: bool,
+) -> list[SearchHit]:
+    """The best ``limit`` candidates as hits, newer first among same-subject ones when asked.
 
-    See ``SearchParams.same_subject_similarity``. The pairs come from the stored embeddings, so this
-    works in the full-text fallback too; memories without a vector are left where they are.
+    Put a newer memory above an older one on the same subject when the query ranks them alike (see
+    ``SearchParams.same_subject_similarity``); the pairs come from the stored embeddings, so this
+    works in the full-text fallback too, and memories without a vector stay where they are. The
+    rows of the candidates that may move into the top ``limit`` are loaded in the same round trip
+    (two statements, one pipeline sync).
     """
-    if len(candidates) < 2 or params.same_subject_similarity >= 1.0:
-        return candidates
-    # The candidates' rows are read once by primary key (MATERIALIZED, so the planner cannot turn the
-    # self-join into a walk over every later memory of the space), then paired among themselves.
-    # Scores go in too and never change while reordering, so only pairs the query ranks alike
-    # come back: two arrays of candidate indexes, (older, newer) by position.
-    async with pg.cursor() as cur:
-        await cur.execute(
-            "WITH c AS MATERIALIZED ("
-            "  SELECT x.i - 1 AS i, x.score, m.created_at, m.embedding"
-            "  FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(scores)s AS float8[])) WITH ORDINALITY AS x(id, score, i)"
-            "  JOIN memories m ON m.id = x.id WHERE m.embedding IS NOT NULL"
-            ") SELECT coalesce(array_agg(a.i), '{}'), coalesce(array_agg(b.i), '{}') "
-            "FROM c a JOIN c b ON b.created_at > a.created_at "
-            "WHERE b.score >= %(within)s * a.score AND (a.embedding <=> b.embedding) <= %(distance)s",
-            {
-                "ids": [c.id for c in candidates],
-                "scores": [c.score for c in candidates],
-                "within": params.newer_within,
-                "distance": 1.0 - params.same_subject_similarity,
-            },
-        )
-        older, newer = await cur.fetchone() or ([], [])
-    pairs = list(zip(older, newer, strict=True))
-    # position[i]: where candidate i stands now. Each move puts one memory directly above another;
-    # a bounded number of passes settles chains (a fact corrected twice) without looping on a cycle
-    # of near-ties.
-    order = list(range(len(candidates)))
-    for _ in range(len(order)):
-        position = [0] * len(order)
-        for place, index in enumerate(order):
-            position[index] = place
-        move = next(((position[o], position[n]) for o, n in pairs if position[n] > position[o]), None)
-        if move is None:
-            break
-        order.insert(move[0], order.pop(move[1]))
-    return [candidates[i] for i in order]
-
-
-async def _hits(pg: psycopg.AsyncConnection[Any], chosen: list[_Candidate]) -> list[SearchHit]:
-    """Load the chosen memories (only these: the join with users and spaces is the costly part)."""
-    if not chosen:
+    newer_first = newer_first and params.same_subject_similarity < 1.0 and len(fused) >= 2
+    top = fused[: 3 * limit] if newer_first else fused[:limit]
+    if not top:
         return []
-    async with pg.cursor(row_factory=namedtuple_row) as cur:
-        await cur.execute(f"{MEMORY_SELECT} WHERE m.id = ANY(%(ids)s)", {"ids": [c.id for c in chosen]})
-        rows: list[Any] = await cur.fetchall()
+    ids = [c.id for c in top]
+    pairs: list[tuple[int, int]] = []
+    async with pg.cursor() as pairs_cur, pg.cursor(row_factory=namedtuple_row) as rows_cur:
+        if newer_first:
+            # The candidates' rows are read once by primary key (MATERIALIZED, so the planner cannot
+            # turn the self-join into a walk over every later memory of the space), then paired among
+            # themselves. Scores go in too and never change while reordering, so only pairs the query
+            # ranks alike come back: two arrays of candidate indexes, (older, newer) by position.
+            await pairs_cur.execute(
+                "WITH c AS MATERIALIZED ("
+                "  SELECT x.i - 1 AS i, x.score, m.created_at, m.embedding"
+                "  FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(scores)s AS float8[])) WITH ORDINALITY AS x(id, score, i)"
+                "  JOIN memories m ON m.id = x.id WHERE m.embedding IS NOT NULL"
+                ") SELECT coalesce(array_agg(a.i), '{}'), coalesce(array_agg(b.i), '{}') "
+                "FROM c a JOIN c b ON b.created_at > a.created_at "
+                "WHERE b.score >= %(within)s * a.score AND (a.embedding <=> b.embedding) <= %(distance)s",
+                {
+                    "ids": ids,
+                    "scores": [c.score for c in top],
+                    "within": params.newer_within,
+                    "distance": 1.0 - params.same_subject_similarity,
+                },
+            )
+        # Only these rows: the join with users and spaces is the costly part of loading a memory.
+        await rows_cur.execute(f"{MEMORY_SELECT} WHERE m.id = ANY(%(ids)s)", {"ids": ids})
+        if newer_first:
+            older, newer = await pairs_cur.fetchone() or ([], [])
+            pairs = list(zip(older, newer, strict=True))
+        rows: list[Any] = await rows_cur.fetchall()
     memories = {r.id: memory_from_row(r) for r in rows}
+    chosen = [top[i] for i in _newer_above_older(len(top), pairs)][:limit]
     return [
         SearchHit(
             memory=memories[c.id],
@@ -396,6 +389,24 @@ async def _hits(pg: psycopg.AsyncConnection[Any], chosen: list[_Candidate]) -> l
         for c in chosen
         if c.id in memories
     ]
+
+
+def _newer_above_older(count: int, pairs: list[tuple[int, int]]) -> list[int]:
+    """An order of ``count`` candidates in which each pair's newer one stands above its older one.
+
+    Each move puts one memory directly above another; a bounded number of passes settles chains (a
+    fact corrected twice) without looping on a cycle of near-ties.
+    """
+    order = list(range(count))
+    for _ in range(count):
+        position = [0] * count  # position[i]: where candidate i stands now
+        for place, index in enumerate(order):
+            position[index] = place
+        move = next(((position[o], position[n]) for o, n in pairs if position[n] > position[o]), None)
+        if move is None:
+            break
+        order.insert(move[0], order.pop(move[1]))
+    return order
 
 
 async def record_recalls(db: Database, counts: dict[tuple[uuid.UUID, uuid.UUID], int]) -> None:
