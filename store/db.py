@@ -66,18 +66,18 @@ class Database:
             yield conn
 
     @asynccontextmanager
-    async def pipeline(
+    async def driver_transaction(
         self, spaces: Iterable[uuid.UUID] = (), settings: Mapping[str, str] | None = None
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """``transaction`` on the driver's own connection in pipeline mode, for the hot read paths.
+        """``transaction`` on the driver's own connection, for the hot read paths.
 
-        Statements go out without waiting for earlier results: a round trip happens only where a
-        result is read, so the settings travel with the first query. It also skips SQLAlchemy's
-        per-statement work, which costs more than a small query itself. Parameters are psycopg's
-        ``%(name)s``; rows are tuples unless a cursor asks for another row factory.
+        It skips SQLAlchemy's per-statement work, which costs more than a small query itself.
+        Parameters are psycopg's ``%(name)s``; rows are tuples unless a cursor asks for another row
+        factory. (psycopg's pipeline mode would save round trips but cost more CPU: a search took
+        3.5 ms of Python with it and 3.0 ms without.)
         """
         sql, params = _settings_statement(spaces, settings, placeholder="%({})s")
-        async with self._driver() as pg, pg.pipeline(), pg.transaction():
+        async with self._driver() as pg, pg.transaction():
             if sql:
                 await pg.execute(sql, params)
             yield pg

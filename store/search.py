@@ -177,7 +177,7 @@ async def search_memories(
     # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
     # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
     hnsw = {"hnsw.ef_search": str(int(params.ef_search)), "hnsw.iterative_scan": "relaxed_order"}
-    async with db.pipeline([ctx.space.id], settings=hnsw) as pg:
+    async with db.driver_transaction([ctx.space.id], settings=hnsw) as pg:
         ranked = await _candidates(pg, lists, where, bind, filtered=bool(filter_modes), keyword=keyword)
         fused = _fuse(ranked, filter_modes, params)
         hits = await _top_hits(pg, fused, limit, params, newer_first=query is not None)
@@ -340,23 +340,17 @@ async def _top_hits(
 
     Put a newer memory above an older one on the same subject when the query ranks them alike (see
     ``SearchParams.same_subject_similarity``); the pairs come from the stored embeddings, so this
-    works in the full-text fallback too, and memories without a vector stay where they are. The
-    rows of the candidates that may move into the top ``limit`` are loaded in the same round trip
-    (two statements, one pipeline sync).
+    works in the full-text fallback too, and memories without a vector stay where they are.
     """
-    newer_first = newer_first and params.same_subject_similarity < 1.0 and len(fused) >= 2
-    top = fused[: 3 * limit] if newer_first else fused[:limit]
-    if not top:
-        return []
-    ids = [c.id for c in top]
+    top = fused[: 3 * limit]
     pairs: list[tuple[int, int]] = []
-    async with pg.cursor() as pairs_cur, pg.cursor(row_factory=namedtuple_row) as rows_cur:
-        if newer_first:
-            # The candidates' rows are read once by primary key (MATERIALIZED, so the planner cannot
-            # turn the self-join into a walk over every later memory of the space), then paired among
-            # themselves. Scores go in too and never change while reordering, so only pairs the query
-            # ranks alike come back: two arrays of candidate indexes, (older, newer) by position.
-            await pairs_cur.execute(
+    if newer_first and params.same_subject_similarity < 1.0 and len(top) >= 2:
+        # The candidates' rows are read once by primary key (MATERIALIZED, so the planner cannot
+        # turn the self-join into a walk over every later memory of the space), then paired among
+        # themselves. Scores go in too and never change while reordering, so only pairs the query
+        # ranks alike come back: two arrays of candidate indexes, (older, newer) by position.
+        async with pg.cursor() as cur:
+            await cur.execute(
                 "WITH c AS MATERIALIZED ("
                 "  SELECT x.i - 1 AS i, x.score, m.created_at, m.embedding"
                 "  FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(scores)s AS float8[])) WITH ORDINALITY AS x(id, score, i)"
@@ -365,20 +359,22 @@ async def _top_hits(
                 "FROM c a JOIN c b ON b.created_at > a.created_at "
                 "WHERE b.score >= %(within)s * a.score AND (a.embedding <=> b.embedding) <= %(distance)s",
                 {
-                    "ids": ids,
+                    "ids": [c.id for c in top],
                     "scores": [c.score for c in top],
                     "within": params.newer_within,
                     "distance": 1.0 - params.same_subject_similarity,
                 },
             )
-        # Only these rows: the join with users and spaces is the costly part of loading a memory.
-        await rows_cur.execute(f"{MEMORY_SELECT} WHERE m.id = ANY(%(ids)s)", {"ids": ids})
-        if newer_first:
-            older, newer = await pairs_cur.fetchone() or ([], [])
-            pairs = list(zip(older, newer, strict=True))
-        rows: list[Any] = await rows_cur.fetchall()
-    memories = {r.id: memory_from_row(r) for r in rows}
+            older, newer = await cur.fetchone() or ([], [])
+        pairs = list(zip(older, newer, strict=True))
     chosen = [top[i] for i in _newer_above_older(len(top), pairs)][:limit]
+    if not chosen:
+        return []
+    # Only these rows: the join with users and spaces is the costly part of loading a memory.
+    async with pg.cursor(row_factory=namedtuple_row) as cur:
+        await cur.execute(f"{MEMORY_SELECT} WHERE m.id = ANY(%(ids)s)", {"ids": [c.id for c in chosen]})
+        rows: list[Any] = await cur.fetchall()
+    memories = {r.id: memory_from_row(r) for r in rows}
     return [
         SearchHit(
             memory=memories[c.id],

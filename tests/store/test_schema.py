@@ -153,17 +153,17 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
     db = Database(db_urls[0], pool_size=1)  # one connection: the next user gets the same one
     space = uuid.uuid4()
     try:
-        async with db.pipeline([space], settings={"hnsw.ef_search": "123"}) as pg:
+        async with db.driver_transaction([space], settings={"hnsw.ef_search": "123"}) as pg:
             cur = await pg.execute(
                 "SELECT current_setting('memory_mcp.spaces'), current_setting('hnsw.ef_search')"
             )
             assert await cur.fetchone() == (str(space), "123")
         with pytest.raises(psycopg.errors.DivisionByZero):
-            async with db.pipeline([space]) as pg:
+            async with db.driver_transaction([space]) as pg:
                 await (await pg.execute("SELECT 1 / 0")).fetchone()
 
         async def slow() -> None:
-            async with db.pipeline([space]) as pg:
+            async with db.driver_transaction([space]) as pg:
                 await (await pg.execute("SELECT pg_sleep(30)")).fetchone()
 
         task = asyncio.create_task(slow())  # a request cancelled mid-query (a client went away)
@@ -175,7 +175,7 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
         other = Database(db_urls[0], pool_size=1)
         try:  # the server side of the connection goes away mid-transaction
             with pytest.raises(psycopg.OperationalError):
-                async with db.pipeline([space]) as pg:
+                async with db.driver_transaction([space]) as pg:
                     pid = (await (await pg.execute("SELECT pg_backend_pid()")).fetchone() or [0])[0]
                     async with other.autocommit() as conn:
                         await conn.execute("SELECT pg_terminate_backend(%s)", [pid])
