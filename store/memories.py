@@ -89,7 +89,7 @@ def _document(row: Any, content: str | None = None, memory_ids: Sequence[uuid.UU
 
 def vector_literal(vector: Sequence[float]) -> str:
     """pgvector's text form; bound as a parameter and cast, so nothing is spliced into SQL."""
-    return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+    return "[" + ",".join(map("{:.6g}".format, vector)) + "]"
 
 
 def content_hash(content: str) -> str:

@@ -41,6 +41,9 @@ _STOPWORDS_BY_LANGUAGE = {
         quale quali è sono era erano del della dei delle degli al alla ai alle nel nella non mi ti ci si""",
 }
 STOPWORDS = sorted({word for words in _STOPWORDS_BY_LANGUAGE.values() for word in words.split()})
+# The same list as an SQL array constant: a constant of the statement, not a parameter dumped on
+# every search (it was 3.5% of a search call's server CPU).
+_STOPWORDS_SQL = "ARRAY[" + ",".join("'" + word.replace("'", "''") + "'" for word in STOPWORDS) + "]::text[]"
 MAX_TERMS = 32
 
 
@@ -169,7 +172,7 @@ async def search_memories(
         bind["e"] = vector_literal(query_embedding)
     if query is not None and (params.fulltext or query_embedding is None):
         lists.append("fulltext")
-        bind.update(q=query, stop=STOPWORDS, max_terms=MAX_TERMS, per_term=params.rows_per_term)
+        bind.update(q=query, max_terms=MAX_TERMS, per_term=params.rows_per_term)
     if query is None or (keyword is not None and params.fulltext):
         lists.append("filter")
         bind["kwraw"] = keyword
@@ -235,7 +238,7 @@ def _fulltext_sql(where: str) -> str:
         "terms AS MATERIALIZED ("
         "  SELECT CAST('''' || replace(replace(w.lexeme, '\\', '\\\\'), '''', '''''') || '''' AS tsquery) AS q"
         "  FROM unnest(to_tsvector('simple', %(q)s)) w"
-        "  WHERE length(w.lexeme) >= 2 AND w.lexeme <> ALL(%(stop)s)"
+        f"  WHERE length(w.lexeme) >= 2 AND w.lexeme <> ALL({_STOPWORDS_SQL})"
         "  ORDER BY w.positions[1] LIMIT %(max_terms)s"
         "), fulltext AS ("
         "  SELECT m.id, m.created_at, (SELECT count(*) FROM terms t WHERE m.tsv @@ t.q) AS matched,"
