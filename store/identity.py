@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -51,14 +50,13 @@ async def authenticate(db: Database, plaintext: str | None) -> Caller:
     if row.revoked_at is not None or not row.active or (row.expires_at is not None and row.expires_at <= now):
         raise AuthenticationFailed()
     user = User(row.user_id, row.u_name, row.email, row.display_name, Role(row.role), row.active)
-    raw = row.grants if isinstance(row.grants, list) else json.loads(row.grants)
     grants = tuple(
         Grant(
             Space(uuid.UUID(g[0]), g[1], g[2], g[3], g[4]),
             Access(g[5]),
             effective_access(user.role, Access(g[5])),
         )
-        for g in raw
+        for g in row.grants  # the driver decodes json
     )
     return Caller(user=user, key=key_from_row(row), grants=grants)
 
