@@ -38,6 +38,21 @@ PLURALS = {"Space": "spaces", "User": "users", "ApiKey": "apikeys"}
 SECRETS = kmock.resource("v1/secrets")
 # Short enough that a test sees several resyncs and retries within a few seconds.
 OPTIONS = OperatorOptions(resync_interval=0.6, retry_delay=0.3)
+
+# The User and ApiKey the tests declare, in their spec form.
+USER = {"email": "ada@example.com", "displayName": "Ada Lovelace", "role": "Writer"}
+
+
+def key_spec(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "user": "ada",
+        "grants": [{"space": "alpha", "access": "ReadWrite"}],
+        "defaultSpace": "alpha",
+        "secretRef": {"namespace": "agents", "name": "ada-key"},
+    }
+    return {**spec, **overrides}
+
+
 _uids = itertools.count(1)
 
 

@@ -12,19 +12,15 @@ from memory_mcp.store import apikeys, identity, spaces
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
 
-from tests.operator.support import OPTIONS, Cluster, RunningOperator, eventually, running_operator
-
-USER = {"email": "ada@example.com", "displayName": "Ada Lovelace", "role": "Writer"}
-
-
-def key_spec(**overrides: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "user": "ada",
-        "grants": [{"space": "alpha", "access": "ReadWrite"}],
-        "defaultSpace": "alpha",
-        "secretRef": {"namespace": "agents", "name": "ada-key"},
-    }
-    return {**spec, **overrides}
+from tests.operator.support import (
+    OPTIONS,
+    USER,
+    Cluster,
+    RunningOperator,
+    eventually,
+    key_spec,
+    running_operator,
+)
 
 
 async def declare(cluster: Cluster, spec: dict[str, Any] | None = None) -> str:

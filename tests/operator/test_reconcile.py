@@ -23,20 +23,9 @@ from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
 
 from memory_mcp.apply import MemoryKeyStore
+from tests.operator.support import USER, key_spec
 
 SPACE = {"displayName": "Team Alpha", "description": "What team alpha knows", "deletionPolicy": "Retain"}
-USER = {"email": "ada@example.com", "displayName": "Ada Lovelace", "role": "Writer"}
-
-
-def key_spec(**overrides: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "user": "ada",
-        "grants": [{"space": "alpha", "access": "ReadWrite"}],
-        "defaultSpace": "alpha",
-        "secretRef": {"namespace": "agents", "name": "ada-key"},
-    }
-    spec.update(overrides)
-    return spec
 
 
 async def declare_basics(db: Database) -> None:
