@@ -71,13 +71,7 @@ def memory_fields(m: Memory) -> dict[str, Any]:
         "forgottenAt": m.forgotten_at,
         "supersedesId": str(m.supersedes_id) if m.supersedes_id else None,
         "documentId": str(m.document_id),
-        "space": m.space_key,
-        "createdAt": m.created_at,
-        "updatedAt": m.updated_at,
-        "createdByUserId": str(m.created_by_user_id) if m.created_by_user_id else None,
-        "createdBy": m.created_by,
-        "updatedByUserId": str(m.updated_by_user_id) if m.updated_by_user_id else None,
-        "updatedBy": m.updated_by,
+        **_attribution(m),
     }
 
 
@@ -153,13 +147,20 @@ def _document_fields(d: Document) -> dict[str, Any]:
         "status": d.status,
         "summary": d.summary,
         "size": d.size_bytes,
-        "space": d.space_key,
-        "createdAt": d.created_at,
-        "updatedAt": d.updated_at,
-        "createdByUserId": str(d.created_by_user_id) if d.created_by_user_id else None,
-        "createdBy": d.created_by,
-        "updatedByUserId": str(d.updated_by_user_id) if d.updated_by_user_id else None,
-        "updatedBy": d.updated_by,
+        **_attribution(d),
+    }
+
+
+def _attribution(x: Memory | Document) -> dict[str, Any]:
+    """Where a memory or document lives, when it was written, and by whom (names and ids)."""
+    return {
+        "space": x.space_key,
+        "createdAt": x.created_at,
+        "updatedAt": x.updated_at,
+        "createdByUserId": str(x.created_by_user_id) if x.created_by_user_id else None,
+        "createdBy": x.created_by,
+        "updatedByUserId": str(x.updated_by_user_id) if x.updated_by_user_id else None,
+        "updatedBy": x.updated_by,
     }
 
 
