@@ -56,7 +56,8 @@ async def run_server(
 ) -> AsyncIterator[RunningServer]:
     port = free_port()
     settings = Settings(host="127.0.0.1", port=port, database_url=app_url, **overrides)
-    app = create_app(settings, Database(app_url, pool_size=8), embedder)
+    # One connection: a request that held two at once would wait for itself and fail the test.
+    app = create_app(settings, Database(app_url, pool_size=1), embedder)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )

@@ -193,3 +193,26 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
             assert not row[0] and row[1] != "123"  # both went with the transaction
     finally:
         await db.close()
+
+
+async def test_a_burst_larger_than_the_pool_reuses_its_connections(db_urls: tuple[str, str]) -> None:
+    """Requests beyond the pool wait for a pooled connection; none is opened and closed per request.
+
+    (A connection opened for a burst and closed after it costs PostgreSQL a new backend each time:
+    under 16 concurrent searches that churn held the server to ~140 calls/s instead of ~175.)
+    """
+    db = Database(db_urls[0], pool_size=3)
+    backends: set[int] = set()
+
+    async def request() -> None:
+        async with db.driver_transaction() as pg:
+            backends.add((await (await pg.execute("SELECT pg_backend_pid()")).fetchone() or [0])[0])
+            await pg.execute("SELECT pg_sleep(0.05)")
+
+    try:
+        for _ in range(3):
+            await asyncio.gather(*(request() for _ in range(8)))
+        assert len(backends) == 3
+        assert db.pool_status() == (3, 0)
+    finally:
+        await db.close()
