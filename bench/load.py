@@ -9,7 +9,8 @@ Two client implementations, each a closed loop in one process: the Python SDK (`
 the TypeScript SDK on Node.js (``node``, bench/ts/load.mjs). Both validate every result against
 the tool's output schema. They share the machine's cores with the server and PostgreSQL, so the
 client's own cost is part of every figure: the Python client spends about 5 ms of CPU on a search
-result (most of it JSON-schema validation), the Node client far less.
+result (a third of it JSON-schema validation), the Node client far less. Each run's clock starts
+once every session is open and has made one call.
 
     python -m bench.load [--seconds 8] [--memories 1000] [--clients 1,4,16] [--client python,node]
 """
@@ -127,21 +128,39 @@ NODE_CLIENT = Path(__file__).parent / "ts" / "load.mjs"
 
 
 async def run_clients(url: str, key: str, tool: str, clients: int, seconds: float) -> list[float]:
-    """Latencies (seconds) of ``clients`` Python SDK clients calling ``tool`` in a closed loop."""
+    """Latencies (seconds) of ``clients`` Python SDK clients calling ``tool`` in a closed loop.
+
+    The clock starts once every session is open and has made one call (the first call lists the
+    tools and compiles the output schema's validator): the figures are the steady state, not
+    all sessions starting at once.
+    """
     latencies: list[float] = []
-    stop_at = time.perf_counter() + seconds
+    choices = argument_choices(tool)
+    warmed = 0
+    started_all = asyncio.Event()
+    stop_at = 0.0
+
+    async def call(client: Client, rng: random.Random) -> None:
+        result = await client.call_tool(tool, rng.choice(choices))
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result.content}")
 
     async def client_loop(n: int) -> None:
+        nonlocal warmed, stop_at
         rng = random.Random(n)
         async with (
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
+            await call(client, rng)
+            warmed += 1
+            if warmed == clients:
+                stop_at = time.perf_counter() + seconds
+                started_all.set()
+            await started_all.wait()
             while time.perf_counter() < stop_at:
                 started = time.perf_counter()
-                result = await client.call_tool(tool, rng.choice(argument_choices(tool)))
-                if result.is_error:
-                    raise RuntimeError(f"{tool} failed: {result.content}")
+                await call(client, rng)
                 latencies.append(time.perf_counter() - started)
 
     await asyncio.gather(*(client_loop(n) for n in range(clients)))

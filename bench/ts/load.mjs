@@ -1,8 +1,9 @@
 // Usage: node load.mjs <mcp url> <api key> <tool> <clients> <seconds> <argument choices as JSON>
 // Runs <clients> concurrent TypeScript SDK MCP clients calling one tool in a closed loop for
-// <seconds>, each call with one of the argument objects picked at random, and prints the
-// latencies (milliseconds) as one JSON array. The SDK validates every result's structured
-// content against the tool's output schema, as it does for any caller.
+// <seconds>, timed from when every session is open and has made one call, each call with one of
+// the argument objects picked at random, and prints the latencies (milliseconds) as one JSON
+// array. The SDK validates every result's structured content against the tool's output schema,
+// as it does for any caller.
 import { setMaxListeners } from "node:events";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
@@ -27,7 +28,14 @@ async function connect() {
   const client = new Client({ name: "memory-mcp-load", version: "1.0.0" });
   await client.connect(transport);
   await client.listTools(); // the SDK learns the output schemas it validates against
+  await call(client); // untimed: the clock starts once every session has made a call
   return client;
+}
+
+async function call(client) {
+  const args = choices[Math.floor(Math.random() * choices.length)];
+  const result = await client.callTool({ name: tool, arguments: args });
+  if (result.isError) throw new Error(`${tool} failed: ${result.content[0].text}`);
 }
 
 const sessions = await Promise.all(Array.from({ length: Number(clients) }, connect));
@@ -37,9 +45,7 @@ await Promise.all(
   sessions.map(async (client) => {
     while (performance.now() < stopAt) {
       const started = performance.now();
-      const args = choices[Math.floor(Math.random() * choices.length)];
-      const result = await client.callTool({ name: tool, arguments: args });
-      if (result.isError) throw new Error(`${tool} failed: ${result.content[0].text}`);
+      await call(client);
       latencies.push(performance.now() - started);
     }
   }),
