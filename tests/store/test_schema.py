@@ -195,6 +195,28 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
         await db.close()
 
 
+async def test_driver_transactions_commit_or_roll_back(db_urls: tuple[str, str]) -> None:
+    db = Database(db_urls[0], pool_size=1)
+    try:
+        async with db.autocommit() as pg:
+            await pg.execute("CREATE TEMP TABLE probe (n int)")  # lives as long as the one connection
+        async with db.driver_transaction() as pg:
+            await pg.execute("INSERT INTO probe VALUES (1)")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            async with db.driver_transaction() as pg:
+                await pg.execute("INSERT INTO probe VALUES (2)")
+                await pg.execute("SELECT 1 / 0")
+        with pytest.raises(LookupError):
+            async with db.driver_transaction() as pg:
+                await pg.execute("INSERT INTO probe VALUES (3)")
+                raise LookupError("a failure between statements")
+        async with db.autocommit() as pg:
+            assert await (await pg.execute("SELECT array_agg(n) FROM probe")).fetchone() == ([1],)
+            assert pg.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        await db.close()
+
+
 async def test_a_burst_larger_than_the_pool_reuses_its_connections(db_urls: tuple[str, str]) -> None:
     """Requests beyond the pool wait for a pooled connection; none is opened and closed per request.
 
