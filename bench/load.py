@@ -10,7 +10,8 @@ the TypeScript SDK on Node.js (``node``, bench/ts/load.mjs). Both validate every
 the tool's output schema. They share the machine's cores with the server and PostgreSQL, so the
 client's own cost is part of every figure: the Python client spends about 5 ms of CPU on a search
 result (a third of it JSON-schema validation), the Node client far less. Each run's clock starts
-once every session is open and has made one call.
+once every session is open and has made one call. The last two columns are the CPU time the
+server process and PostgreSQL spent per call during the run (Linux: read from /proc).
 
     python -m bench.load [--seconds 8] [--memories 1000] [--clients 1,4,16] [--client python,node]
 """
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,53 @@ async def wait_ready(base: str, limit_s: float = 180) -> None:
     raise RuntimeError("server did not become ready")
 
 
+class CpuMeter:
+    """CPU seconds used so far by the server process and by PostgreSQL, read from /proc (Linux).
+
+    PostgreSQL is the postmaster of the server's embedded cluster, the backends it has now, and
+    those it has reaped. Elsewhere ``read`` returns None and the columns print as "-". The span
+    runs from the clock's start until the clients have closed their sessions.
+    """
+
+    def __init__(self, server_pid: int, pg_dir: Path) -> None:
+        self.server_pid = server_pid
+        self.pg_dir = pg_dir
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.started: tuple[float, float] | None = None
+
+    def start(self) -> None:
+        self.started = self.read()
+
+    def per_call(self, calls: int) -> str:
+        """Server and PostgreSQL CPU milliseconds per call since ``start``, as two columns."""
+        now, then = self.read(), self.started
+        self.started = None
+        if now is None or then is None or not calls:
+            return f"{'-':>8}{'-':>6}"
+        return f"{(now[0] - then[0]) * 1000 / calls:>8.2f}{(now[1] - then[1]) * 1000 / calls:>6.2f}"
+
+    def _stat(self, pid: int | str) -> list[str]:
+        # Fields after the parenthesised command name: [1] ppid, [11..14] utime stime cutime cstime.
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    def read(self) -> tuple[float, float] | None:
+        try:
+            server = self._stat(self.server_pid)
+            postmaster = (self.pg_dir / "postmaster.pid").read_text().split()[0]
+            ticks = sum(int(v) for v in self._stat(postmaster)[11:15])
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    try:
+                        fields = self._stat(entry.name)
+                    except OSError:
+                        continue  # ended while the list was read
+                    if fields[1] == postmaster:
+                        ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            return None
+        return (int(server[11]) + int(server[12])) / self.tick, ticks / self.tick
+
+
 async def seed(base: str, key: str, count: int) -> None:
     rng = random.Random(3)
     async with httpx2.AsyncClient(
@@ -127,12 +176,14 @@ def argument_choices(tool: str) -> list[dict[str, Any]]:
 NODE_CLIENT = Path(__file__).parent / "ts" / "load.mjs"
 
 
-async def run_clients(url: str, key: str, tool: str, clients: int, seconds: float) -> list[float]:
+async def run_clients(
+    url: str, key: str, tool: str, clients: int, seconds: float, on_start: Callable[[], None] = lambda: None
+) -> list[float]:
     """Latencies (seconds) of ``clients`` Python SDK clients calling ``tool`` in a closed loop.
 
     The clock starts once every session is open and has made one call (the first call lists the
     tools and compiles the output schema's validator): the figures are the steady state, not
-    all sessions starting at once.
+    all sessions starting at once. ``on_start`` runs when the clock starts.
     """
     latencies: list[float] = []
     choices = argument_choices(tool)
@@ -155,6 +206,7 @@ async def run_clients(url: str, key: str, tool: str, clients: int, seconds: floa
             await call(client, rng)
             warmed += 1
             if warmed == clients:
+                on_start()
                 stop_at = time.perf_counter() + seconds
                 started_all.set()
             await started_all.wait()
@@ -167,7 +219,9 @@ async def run_clients(url: str, key: str, tool: str, clients: int, seconds: floa
     return latencies
 
 
-async def run_node_clients(url: str, key: str, tool: str, clients: int, seconds: float) -> list[float]:
+async def run_node_clients(
+    url: str, key: str, tool: str, clients: int, seconds: float, on_start: Callable[[], None] = lambda: None
+) -> list[float]:
     """The same with the TypeScript SDK client, in a Node.js process of its own."""
     arguments = json.dumps(argument_choices(tool))
     node = await asyncio.create_subprocess_exec(
@@ -180,12 +234,16 @@ async def run_node_clients(url: str, key: str, tool: str, clients: int, seconds:
         str(seconds),
         arguments,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    out, _ = await node.communicate()
+    assert node.stderr is not None
+    if (await node.stderr.readline()).strip() == b"started":  # the script's clock has started
+        on_start()
+    out, err = await node.communicate()
     if node.returncode != 0:
         raise RuntimeError(
-            f"the Node.js load client failed (exit {node.returncode}); it uses the TypeScript SDK that "
-            "scripts/setup-test-env installs in tests/server/ts_client"
+            f"the Node.js load client failed (exit {node.returncode}): {err.decode().strip()[-500:]}\n"
+            "It uses the TypeScript SDK that scripts/setup-test-env installs in tests/server/ts_client."
         )
     return [ms / 1000 for ms in json.loads(out)]
 
@@ -193,7 +251,7 @@ async def run_node_clients(url: str, key: str, tool: str, clients: int, seconds:
 RUNNERS = {"python": run_clients, "node": run_node_clients}
 
 
-async def measure(args: argparse.Namespace, base: str, data_dir: Path) -> None:
+async def measure(args: argparse.Namespace, base: str, data_dir: Path, meter: CpuMeter) -> None:
     await wait_ready(base)
     key = (data_dir / "bootstrap-key").read_text().strip()
     t0 = time.perf_counter()
@@ -205,18 +263,18 @@ async def measure(args: argparse.Namespace, base: str, data_dir: Path) -> None:
     gc.freeze()
     print(
         f"{'tool':<15}{'client':>8}{'clients':>8}{'calls':>8}{'calls/s':>10}"
-        f"{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+        f"{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'server':>8}{'pg':>6}   (CPU ms a call)"
     )
     for tool in args.tools.split(","):
         for client in args.client.split(","):
             run = RUNNERS[client]
             await run(f"{base}/mcp", key, tool, 2, 1.0)  # warm-up: caches, pool, prepared statements
             for clients in (int(c) for c in args.clients.split(",")):
-                lat = await run(f"{base}/mcp", key, tool, clients, args.seconds)
+                lat = await run(f"{base}/mcp", key, tool, clients, args.seconds, meter.start)
                 print(
                     f"{tool:<15}{client:>8}{clients:>8}{len(lat):>8}{len(lat) / args.seconds:>10.1f}"
                     f"{statistics.median(lat) * 1000:>9.1f}{percentile(lat, 0.95) * 1000:>9.1f}"
-                    f"{percentile(lat, 0.99) * 1000:>9.1f}",
+                    f"{percentile(lat, 0.99) * 1000:>9.1f}{meter.per_call(len(lat))}",
                     flush=True,
                 )
 
@@ -240,7 +298,8 @@ def main() -> None:
         env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"},
     )
     try:
-        asyncio.run(measure(args, f"http://127.0.0.1:{port}", data_dir))
+        meter = CpuMeter(server.pid, data_dir / "pg")
+        asyncio.run(measure(args, f"http://127.0.0.1:{port}", data_dir, meter))
     finally:
         server.send_signal(signal.SIGTERM)
         try:

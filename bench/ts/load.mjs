@@ -40,6 +40,7 @@ async function call(client) {
 
 const sessions = await Promise.all(Array.from({ length: Number(clients) }, connect));
 const latencies = [];
+process.stderr.write("started\n"); // the caller may read resource counters from here on
 const stopAt = performance.now() + Number(seconds) * 1000;
 await Promise.all(
   sessions.map(async (client) => {
