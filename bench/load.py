@@ -237,12 +237,14 @@ async def run_node_clients(
         stderr=subprocess.PIPE,
     )
     assert node.stderr is not None
-    if (await node.stderr.readline()).strip() == b"started":  # the script's clock has started
+    first = await node.stderr.readline()
+    if first.strip() == b"started":  # the script's clock has started
         on_start()
+        first = b""
     out, err = await node.communicate()
     if node.returncode != 0:
         raise RuntimeError(
-            f"the Node.js load client failed (exit {node.returncode}): {err.decode().strip()[-500:]}\n"
+            f"the Node.js load client failed (exit {node.returncode}): {(first + err).decode().strip()[:1500]}\n"
             "It uses the TypeScript SDK that scripts/setup-test-env installs in tests/server/ts_client."
         )
     return [ms / 1000 for ms in json.loads(out)]
