@@ -237,14 +237,16 @@ async def run_node_clients(
         stderr=subprocess.PIPE,
     )
     assert node.stderr is not None
-    first = await node.stderr.readline()
-    if first.strip() == b"started":  # the script's clock has started
-        on_start()
-        first = b""
+    before = b""  # anything Node.js writes before the script's clock starts (warnings, a failure)
+    async for line in node.stderr:
+        if line.strip() == b"started":
+            on_start()
+            break
+        before += line
     out, err = await node.communicate()
     if node.returncode != 0:
         raise RuntimeError(
-            f"the Node.js load client failed (exit {node.returncode}): {(first + err).decode().strip()[:1500]}\n"
+            f"the Node.js load client failed (exit {node.returncode}): {(before + err).decode().strip()[:1500]}\n"
             "It uses the TypeScript SDK that scripts/setup-test-env installs in tests/server/ts_client."
         )
     return [ms / 1000 for ms in json.loads(out)]
