@@ -9,14 +9,13 @@ bench.scale`` (latency); docs/performance.md has the figures.
 
 from __future__ import annotations
 
+import functools
 import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 
@@ -41,9 +40,9 @@ _STOPWORDS_BY_LANGUAGE = {
         quale quali è sono era erano del della dei delle degli al alla ai alle nel nella non mi ti ci si""",
 }
 STOPWORDS = sorted({word for words in _STOPWORDS_BY_LANGUAGE.values() for word in words.split()})
-# The same list as an SQL array constant: a constant of the statement, not a parameter dumped on
-# every search (it was 3.5% of a search call's server CPU).
-_STOPWORDS_SQL = "ARRAY[" + ",".join("'" + word.replace("'", "''") + "'" for word in STOPWORDS) + "]::text[]"
+# The same list as an SQL constant: part of the statement, not a parameter dumped on every search
+# (it was 3.5% of a search call's server CPU), and written compactly (see ``_search_sql``).
+_STOPWORDS_SQL = "string_to_array('" + " ".join(STOPWORDS).replace("'", "''") + "', ' ')"
 MAX_TERMS = 32
 
 
@@ -100,15 +99,6 @@ class SearchResult:
     hits: list[SearchHit]
     modes: tuple[str, ...]
     fallback: str | None = None  # why a mode was skipped, e.g. the embedder being down
-
-
-@dataclass
-class _Candidate:
-    id: uuid.UUID
-    created_at: datetime
-    score: float = 0.0
-    similarity: float | None = None
-    modes: tuple[str, ...] = ()
 
 
 def like_pattern(keyword: str) -> str:
@@ -180,11 +170,34 @@ async def search_memories(
     # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
     # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
     hnsw = {"hnsw.ef_search": str(int(params.ef_search)), "hnsw.iterative_scan": "relaxed_order"}
-    async with db.driver_transaction([ctx.space.id], settings=hnsw) as pg:
-        ranked = await _candidates(pg, lists, where, bind, filtered=bool(filter_modes), keyword=keyword)
-        fused = _fuse(ranked, filter_modes, params)
-        hits = await _top_hits(pg, fused, limit, params, newer_first=query is not None)
-    modes = tuple(m for m in ranked if m != "filter") + tuple(filter_modes)
+    newer_first = query is not None and params.same_subject_similarity < 1.0
+    bind.update(
+        rrf_k=params.rrf_k,
+        recency=params.recency_weight,
+        decay=math.log(2) / params.recency_half_life_days,
+        top=3 * limit,
+    )
+    if newer_first:
+        bind.update(within=params.newer_within, distance=1.0 - params.same_subject_similarity)
+    async with (
+        db.driver_transaction([ctx.space.id], settings=hnsw) as pg,
+        pg.cursor(row_factory=namedtuple_row) as cur,
+    ):
+        sql = _search_sql(tuple(lists), where, bool(filter_modes), keyword is not None, newer_first)
+        await cur.execute(sql, bind)
+        rows: list[Any] = await cur.fetchall()
+    # Row i is candidate i: every candidate is a visible row of this statement's own snapshot.
+    pairs = [(row.i, newer) for row in rows for newer in row.newer or ()]
+    hits = [
+        SearchHit(
+            memory=memory_from_row(rows[i]),
+            score=round(rows[i].score, 6),
+            modes=tuple(rows[i].modes or ()) + tuple(filter_modes),
+            similarity=round(rows[i].similarity, 4) if rows[i].similarity is not None else None,
+        )
+        for i in _newer_above_older(len(rows), pairs)[:limit]
+    ]
+    modes = tuple(m for m in lists if m != "filter") + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)
 
 
@@ -250,144 +263,86 @@ def _fulltext_sql(where: str) -> str:
     )
 
 
-def _filter_sql(where: str, keyword: str | None) -> str:
+def _filter_sql(where: str, keyword: bool) -> str:
     """Keyword and/or category alone: closest literal matches first, then newest."""
-    closeness = "word_similarity(%(kwraw)s, m.content)" if keyword is not None else "0"
+    closeness = "word_similarity(%(kwraw)s, m.content)" if keyword else "0"
     return (
         f"filtered AS (SELECT m.id, m.created_at, {closeness} AS closeness FROM memories m WHERE {where} "
         "ORDER BY closeness DESC, m.created_at DESC LIMIT %(k)s)"
     )
 
 
-# Each list's rows, numbered in rank order. ``value`` is the cosine distance of a semantic match
-# and the number of query words a full-text match holds (out of ``terms``).
+# Each list's rows, numbered in rank order, tagged with the list's place among the lists (the order
+# of ``modes``). ``value`` is the cosine distance of a semantic match and the number of query words
+# a full-text match holds (out of ``terms``).
 _LIST_SELECT = {
-    "semantic": "SELECT 'semantic' AS list, row_number() OVER (ORDER BY distance) AS ord, id, created_at, "
-    "distance AS value, 0 AS terms FROM semantic",
-    "fulltext": "SELECT 'fulltext' AS list, row_number() OVER (ORDER BY matched DESC, rank DESC, created_at DESC) "
-    "AS ord, id, created_at, CAST(matched AS float8) AS value, (SELECT count(*) FROM terms) AS terms FROM fulltext",
-    "filter": "SELECT 'filter' AS list, row_number() OVER (ORDER BY closeness DESC, created_at DESC) AS ord, id, "
-    "created_at, 0 AS value, 0 AS terms FROM filtered",
+    "semantic": "SELECT 'semantic' AS list, 0 AS n, row_number() OVER (ORDER BY distance) AS ord, id, "
+    "created_at, distance AS value, 0 AS terms FROM semantic",
+    "fulltext": "SELECT 'fulltext' AS list, 1 AS n, "
+    "row_number() OVER (ORDER BY matched DESC, rank DESC, created_at DESC) AS ord, id, created_at, "
+    "CAST(matched AS float8) AS value, (SELECT count(*) FROM terms) AS terms FROM fulltext",
+    "filter": "SELECT 'filter' AS list, 2 AS n, row_number() OVER (ORDER BY closeness DESC, created_at DESC) "
+    "AS ord, id, created_at, 0 AS value, 0 AS terms FROM filtered",
 }
 
+# Weighted reciprocal rank fusion plus a small recency term. Each list adds weight / (rrf_k + rank):
+# semantic and filter matches weigh 1, full-text matches their squared coverage (see
+# ``_fulltext_sql``). Ranks rather than raw scores, because cosine similarity and text rank live on
+# unrelated scales; the weight keeps a one-word overlap from counting as much as a quoted phrase.
+# The recency term halves every ``recency_half_life_days`` (``decay`` is ln 2 / half-life).
+_FUSE_SQL = (
+    "fused AS ("
+    "  SELECT id, max(created_at) AS created_at,"
+    "    sum(CASE WHEN list = 'fulltext' THEN power(value / terms, 2) ELSE 1 END / (%(rrf_k)s + ord)) AS rrf,"
+    "    max(1 - value) FILTER (WHERE list = 'semantic') AS similarity,"
+    "    array_agg(list ORDER BY n) FILTER (WHERE list <> 'filter') AS modes"
+    "  FROM ranked GROUP BY id"
+    "), scored AS ("
+    "  SELECT *, rrf + %(recency)s * exp(-greatest(extract(epoch FROM now() - created_at) / 86400, 0) * %(decay)s)"
+    "    AS score FROM fused"
+    "), top AS MATERIALIZED ("
+    "  SELECT row_number() OVER (ORDER BY score DESC, created_at DESC) - 1 AS i, id, score, similarity, modes"
+    "  FROM (SELECT * FROM scored ORDER BY score DESC, created_at DESC LIMIT %(top)s) best"
+    ")"
+)
 
-async def _candidates(
-    pg: psycopg.AsyncConnection[Any],
-    lists: list[str],
-    where: str,
-    bind: dict[str, Any],
-    filtered: bool,
-    keyword: str | None,
-) -> dict[str, list[_Candidate]]:
-    """Every ranked list from one statement (one round trip), best first within each list."""
+# Same-subject pairs among the top candidates (see ``SearchParams.same_subject_similarity``): for
+# each one, the positions of the newer candidates whose embedding is that close and whose score is
+# within ``newer_within`` of its own. The candidates' rows are read once by primary key
+# (MATERIALIZED, so the planner cannot turn the self-join into a walk over every later memory of
+# the space); memories without a vector pair with nothing.
+_PAIRS_SQL = (
+    ", vectors AS MATERIALIZED ("
+    "  SELECT t.i, t.score, m.created_at, m.embedding FROM top t JOIN memories m ON m.id = t.id"
+    "  WHERE m.embedding IS NOT NULL)"
+)
+_NEWER_SQL = (
+    "(SELECT array_agg(b.i) FROM vectors a JOIN vectors b ON b.created_at > a.created_at"
+    "  WHERE a.i = t.i AND b.score >= %(within)s * a.score AND (a.embedding <=> b.embedding) <= %(distance)s)"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: bool, newer_first: bool) -> str:
+    """The whole ranking as one statement (one round trip): every ranked list, their fusion, the
+    best ``top`` candidates as memory rows in fused order, and with ``newer_first`` each row's
+    same-subject newer candidates, for ``_newer_above_older``.
+
+    Built once per shape of search, with runs of spaces collapsed: the driver caches its parsing of
+    a statement only up to 4096 characters (no literal in these statements holds two spaces).
+    """
     ctes = {
         "semantic": lambda: _semantic_sql(where, filtered),
         "fulltext": lambda: _fulltext_sql(where),
         "filter": lambda: _filter_sql(where, keyword),
     }
-    sql = (
-        f"WITH {', '.join(ctes[name]() for name in lists)} "
-        f"{' UNION ALL '.join(_LIST_SELECT[name] for name in lists)} ORDER BY 1, 2"
+    ranked = " UNION ALL ".join(_LIST_SELECT[name] for name in lists)
+    return " ".join(
+        f"WITH {', '.join(ctes[name]() for name in lists)}, ranked AS ({ranked}), {_FUSE_SQL}"
+        f"{_PAIRS_SQL if newer_first else ''} "
+        f"SELECT t.i, t.score, t.similarity, t.modes, {_NEWER_SQL if newer_first else 'NULL'} AS newer, r.* "
+        f"FROM top t CROSS JOIN LATERAL ({MEMORY_SELECT} WHERE m.id = t.id) r ORDER BY t.i".split()
     )
-    ranked: dict[str, list[_Candidate]] = {name: [] for name in lists}
-    async with pg.cursor() as cur:
-        await cur.execute(sql, bind)
-        for name, _, memory_id, created_at, value, terms in await cur.fetchall():
-            if name == "semantic":
-                item = _Candidate(memory_id, created_at, similarity=1.0 - float(value))
-            elif name == "fulltext":
-                item = _Candidate(memory_id, created_at, score=(value / terms) ** 2)
-            else:
-                item = _Candidate(memory_id, created_at, score=1.0)
-            ranked[name].append(item)
-    return ranked
-
-
-def _fuse(
-    ranked: dict[str, list[_Candidate]], filter_modes: list[str], params: SearchParams
-) -> list[_Candidate]:
-    """Weighted reciprocal rank fusion plus a small recency term, best first.
-
-    Each mode adds weight / (rrf_k + rank): semantic matches weigh 1, full-text matches their
-    squared coverage (see ``_fulltext``). Ranks rather than raw scores, because cosine similarity
-    and text rank live on unrelated scales; the weight keeps a one-word overlap from counting as
-    much as a quoted phrase.
-    """
-    fused: dict[uuid.UUID, _Candidate] = {}
-    for mode, items in ranked.items():
-        for rank, item in enumerate(items, start=1):
-            entry = fused.setdefault(item.id, _Candidate(item.id, item.created_at))
-            weight = item.score if mode == "fulltext" else 1.0
-            entry.score += weight / (params.rrf_k + rank)
-            if item.similarity is not None:
-                entry.similarity = item.similarity
-            if mode != "filter":
-                entry.modes += (mode,)
-    now = datetime.now(UTC)
-    decay = math.log(2) / params.recency_half_life_days
-    for entry in fused.values():
-        age_days = max((now - entry.created_at).total_seconds() / 86400.0, 0.0)
-        entry.score += params.recency_weight * math.exp(-age_days * decay)
-        entry.modes += tuple(filter_modes)
-    return sorted(fused.values(), key=lambda c: (-c.score, -c.created_at.timestamp()))
-
-
-async def _top_hits(
-    pg: psycopg.AsyncConnection[Any],
-    fused: list[_Candidate],
-    limit: int,
-    params: SearchParams,
-    newer_first: bool,
-) -> list[SearchHit]:
-    """The best ``limit`` candidates as hits, newer first among same-subject ones when asked.
-
-    Put a newer memory above an older one on the same subject when the query ranks them alike (see
-    ``SearchParams.same_subject_similarity``); the pairs come from the stored embeddings, so this
-    works in the full-text fallback too, and memories without a vector stay where they are.
-    """
-    top = fused[: 3 * limit]
-    pairs: list[tuple[int, int]] = []
-    if newer_first and params.same_subject_similarity < 1.0 and len(top) >= 2:
-        # The candidates' rows are read once by primary key (MATERIALIZED, so the planner cannot
-        # turn the self-join into a walk over every later memory of the space), then paired among
-        # themselves. Scores go in too and never change while reordering, so only pairs the query
-        # ranks alike come back: two arrays of candidate indexes, (older, newer) by position.
-        async with pg.cursor() as cur:
-            await cur.execute(
-                "WITH c AS MATERIALIZED ("
-                "  SELECT x.i - 1 AS i, x.score, m.created_at, m.embedding"
-                "  FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(scores)s AS float8[])) WITH ORDINALITY AS x(id, score, i)"
-                "  JOIN memories m ON m.id = x.id WHERE m.embedding IS NOT NULL"
-                ") SELECT coalesce(array_agg(a.i), '{}'), coalesce(array_agg(b.i), '{}') "
-                "FROM c a JOIN c b ON b.created_at > a.created_at "
-                "WHERE b.score >= %(within)s * a.score AND (a.embedding <=> b.embedding) <= %(distance)s",
-                {
-                    "ids": [c.id for c in top],
-                    "scores": [c.score for c in top],
-                    "within": params.newer_within,
-                    "distance": 1.0 - params.same_subject_similarity,
-                },
-            )
-            older, newer = await cur.fetchone() or ([], [])
-        pairs = list(zip(older, newer, strict=True))
-    chosen = [top[i] for i in _newer_above_older(len(top), pairs)][:limit]
-    if not chosen:
-        return []
-    # Only these rows: the join with users and spaces is the costly part of loading a memory.
-    async with pg.cursor(row_factory=namedtuple_row) as cur:
-        await cur.execute(f"{MEMORY_SELECT} WHERE m.id = ANY(%(ids)s)", {"ids": [c.id for c in chosen]})
-        rows: list[Any] = await cur.fetchall()
-    memories = {r.id: memory_from_row(r) for r in rows}
-    return [
-        SearchHit(
-            memory=memories[c.id],
-            score=round(c.score, 6),
-            modes=c.modes,
-            similarity=round(c.similarity, 4) if c.similarity is not None else None,
-        )
-        for c in chosen
-        if c.id in memories
-    ]
 
 
 def _newer_above_older(count: int, pairs: list[tuple[int, int]]) -> list[int]:

@@ -154,6 +154,34 @@ async def test_a_memory_matched_by_both_modes_outranks_one_matched_by_one(
     assert result.hits[0].memory.id == both.id
 
 
+async def test_fused_score_is_the_weighted_reciprocal_rank_sum_plus_recency(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    full = await save(db, ctx, embedder, "Grafana dashboards live in the observability folder.")
+    partial = await save(db, ctx, embedder, "The folder of printed invoices is in the cellar.")
+    result = await find(db, ctx, embedder, "grafana dashboards folder", limit=5)
+    by_id = {h.memory.id: h for h in result.hits}
+    assert [h.memory.id for h in result.hits] == [full.id, partial.id]
+    params, fresh = search.SearchParams(), search.SearchParams().recency_weight  # both just saved
+    k = params.rrf_k
+    # Rank 1 in both lists, holding all three query words: weight 1 each.
+    assert by_id[full.id].score == round(1 / (k + 1) + 1 / (k + 1) + fresh, 6)
+    # Rank 2 in both lists, holding one word of three: the full-text match weighs (1/3)^2.
+    assert by_id[partial.id].score == round(1 / (k + 2) + (1 / 9) / (k + 2) + fresh, 6)
+    assert by_id[full.id].modes == by_id[partial.id].modes == ("semantic", "fulltext")
+    assert by_id[full.id].similarity is not None and by_id[full.id].similarity > by_id[partial.id].similarity
+
+
+def test_the_common_search_statement_fits_the_drivers_parse_cache() -> None:
+    """psycopg re-parses a statement longer than this on every execution; a search is one statement."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    where = f"m.space_id = %(s)s AND {memories.LIVE}"
+    sql = search._search_sql(("semantic", "fulltext"), where, False, False, True)
+    assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
+
+
 async def test_a_rare_category_keeps_semantic_recall(db: Database, embedder: Embedder) -> None:
     """Most of the space is other categories; the ANN scan must keep going until the filter is met."""
     ctx = await writer(db)
