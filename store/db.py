@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import struct
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -32,6 +33,33 @@ def async_url(url: str) -> str:
     """Accept ``postgresql://`` or ``postgresql+psycopg://`` and return the psycopg 3 dialect URL."""
     parsed = make_url(url)
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+class HalfVector:
+    """A vector bound as a parameter in pgvector's binary ``halfvec`` form.
+
+    Written in ``CAST(%(e)s AS halfvec)``: PostgreSQL takes the parameter's type from the cast and
+    reads the bytes directly, where the text form cost ~70 us of formatting in Python and as much
+    parsing in PostgreSQL per vector. Nothing is spliced into SQL.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, vector: Sequence[float]) -> None:
+        # halfvec_recv: int16 dimensions, int16 unused, then IEEE half floats, all big-endian.
+        self.data = struct.pack(f">HH{len(vector)}e", len(vector), 0, *vector)
+
+
+class _HalfVectorDumper(psycopg.adapt.Dumper):
+    format = psycopg.pq.Format.BINARY  # oid 0: the type comes from the statement's cast
+
+    def dump(self, obj: HalfVector) -> bytes:
+        return obj.data
+
+
+# Registered by the module that creates every connection: a connection copies the adapters that
+# exist when it opens.
+psycopg.adapters.register_dumper(HalfVector, _HalfVectorDumper)
 
 
 class Database:

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from . import validation
 from .audit import record
-from .db import Database
+from .db import Database, HalfVector
 from .errors import AccessDenied, NotFound, QuotaExceeded, SecretRefused
 from .models import Caller, Document, ForgetResult, Memory, Page, SaveResult, SpaceContext
 from .secrets import find_secret
@@ -85,11 +85,6 @@ def _document(row: Any, content: str | None = None, memory_ids: Sequence[uuid.UU
         content=content,
         memory_ids=tuple(memory_ids),
     )
-
-
-def vector_literal(vector: Sequence[float]) -> str:
-    """pgvector's text form; bound as a parameter and cast, so nothing is spliced into SQL."""
-    return "[" + ",".join(map("{:.6g}".format, vector)) + "]"
 
 
 def content_hash(content: str) -> str:
@@ -191,7 +186,7 @@ async def save_memory(
                         "cat": category,
                         "v": old.version + 1 if old else 1,
                         "sup": old.id if old else None,
-                        "e": vector_literal(embedding) if embedding is not None else None,
+                        "e": HalfVector(embedding) if embedding is not None else None,
                         "u": user_id,
                     },
                 )
@@ -258,7 +253,7 @@ async def _superseded(
                 f"WHERE m.space_id = :s AND {LIVE} AND m.embedding IS NOT NULL "
                 "ORDER BY m.embedding <=> CAST(:e AS halfvec) LIMIT 1"
             ),
-            {"e": vector_literal(embedding), "s": space_id},
+            {"e": HalfVector(embedding), "s": space_id},
         )
     ).first()
     if row is None or row.similarity < threshold:
@@ -343,7 +338,7 @@ async def forget_candidates(
     params: dict[str, Any] = {"s": space_id, "c": content}
     vector_score = "0.0"
     if embedding is not None:
-        params["e"] = vector_literal(embedding)
+        params["e"] = HalfVector(embedding)
         vector_score = "COALESCE(1 - (m.embedding <=> CAST(:e AS halfvec)), 0)"
     rows = await conn.execute(
         text(
@@ -472,7 +467,7 @@ async def store_embeddings(
         for space_id, memory_id, vector in items:
             await conn.execute(
                 text("UPDATE memories SET embedding = CAST(:e AS halfvec) WHERE id = :id AND space_id = :s"),
-                {"e": vector_literal(vector), "id": memory_id, "s": space_id},
+                {"e": HalfVector(vector), "id": memory_id, "s": space_id},
             )
 
 

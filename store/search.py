@@ -20,9 +20,9 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 
 from . import validation
-from .db import Database
+from .db import Database, HalfVector
 from .errors import ValidationError
-from .memories import LIVE, MEMORY_SELECT, memory_from_row, vector_literal
+from .memories import LIVE, MEMORY_SELECT, memory_from_row
 from .models import Memory, SpaceContext
 
 # Words that carry no meaning for full-text ranking in English, German and Italian questions. The
@@ -159,7 +159,7 @@ async def search_memories(
     lists: list[str] = []
     if query is not None and query_embedding is not None:
         lists.append("semantic")
-        bind["e"] = vector_literal(query_embedding)
+        bind["e"] = HalfVector(query_embedding)
     if query is not None and (params.fulltext or query_embedding is None):
         lists.append("fulltext")
         bind.update(q=query, max_terms=MAX_TERMS, per_term=params.rows_per_term)

@@ -213,3 +213,20 @@ async def test_quota_refuses_writes_beyond_it(db: Database) -> None:
     # Forgetting frees room: the quota counts live memories.
     await memories.forget_memory(db, ctx, "First.")
     assert (await memories.save_memory(db, ctx, "Third.")).created
+
+
+async def test_a_vector_is_stored_as_its_half_precision_values(db: Database) -> None:
+    ctx = await writer(db)
+    vector = [0.5, -0.25, 1 / 3, 1e-3] + [0.0] * 380
+    saved = (await memories.save_memory(db, ctx, "Half precision keeps three digits.", None, vector)).memory
+    async with db.transaction([ctx.space.id]) as conn:
+        stored = (
+            await conn.execute(
+                text("SELECT CAST(embedding AS text) FROM memories WHERE id = :id"), {"id": saved.id}
+            )
+        ).scalar_one()
+    values = [float(v) for v in stored.strip("[]").split(",")]
+    assert len(values) == 384
+    assert values[:3] == [0.5, -0.25, 0.33325195]  # 1/3 rounded to the nearest half float
+    assert values[3] == pytest.approx(1e-3, rel=1e-3)
+    assert values[4:] == [0.0] * 380
