@@ -175,6 +175,8 @@ async def search_memories(
         rrf_k=params.rrf_k,
         recency=params.recency_weight,
         decay=math.log(2) / params.recency_half_life_days,
+        # Candidates beyond the limit come back too: a newer same-subject memory ranked below it
+        # may still be moved above the older one it corrects.
         top=3 * limit,
     )
     if newer_first:
