@@ -354,14 +354,17 @@ def _newer_above_older(count: int, pairs: list[tuple[int, int]]) -> list[int]:
     fact corrected twice) without looping on a cycle of near-ties.
     """
     order = list(range(count))
-    for _ in range(count):
-        position = [0] * count  # position[i]: where candidate i stands now
-        for place, index in enumerate(order):
-            position[index] = place
-        move = next(((position[o], position[n]) for o, n in pairs if position[n] > position[o]), None)
-        if move is None:
+    position = list(range(count))  # position[i]: where candidate i stands now
+    for _ in range(count if pairs else 0):
+        for older, newer in pairs:
+            if position[newer] > position[older]:
+                break
+        else:
             break
-        order.insert(move[0], order.pop(move[1]))
+        above, below = position[older], position[newer]
+        order.insert(above, order.pop(below))
+        for place in range(above, below + 1):  # only the moved span changed places
+            position[order[place]] = place
     return order
 
 
