@@ -192,12 +192,12 @@ async def search_memories(
     pairs = [(row.i, newer) for row in rows for newer in row.newer or ()]
     hits = [
         SearchHit(
-            memory=memory_from_row(rows[i]),
-            score=round(rows[i].score, 6),
-            modes=tuple(rows[i].modes or ()) + tuple(filter_modes),
-            similarity=round(rows[i].similarity, 4) if rows[i].similarity is not None else None,
+            memory=memory_from_row(row),
+            score=round(row.score, 6),
+            modes=tuple(row.modes or ()) + tuple(filter_modes),
+            similarity=round(row.similarity, 4) if row.similarity is not None else None,
         )
-        for i in _newer_above_older(len(rows), pairs)[:limit]
+        for row in (rows[i] for i in _newer_above_older(len(rows), pairs)[:limit])
     ]
     modes = tuple(m for m in lists if m != "filter") + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)

@@ -171,8 +171,8 @@ async def test_fused_score_is_the_weighted_reciprocal_rank_sum_plus_recency(
     result = await find(db, ctx, embedder, "grafana dashboards folder", limit=5)
     by_id = {h.memory.id: h for h in result.hits}
     assert [h.memory.id for h in result.hits] == [full.id, partial.id]
-    params, fresh = search.SearchParams(), search.SearchParams().recency_weight  # both just saved
-    k = params.rrf_k
+    params = search.SearchParams()
+    k, fresh = params.rrf_k, params.recency_weight  # both memories were just saved
     # Rank 1 in both lists, holding all three query words: weight 1 each.
     assert by_id[full.id].score == round(1 / (k + 1) + 1 / (k + 1) + fresh, 6)
     # Rank 2 in both lists, holding one word of three: the full-text match weighs (1/3)^2.
