@@ -647,3 +647,406 @@ def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
     for template in _CODE_TEMPLATES:
         samples.extend(template(rng) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
     return samples
+
+
+# ---------------------------------------------------------------------------------------------
+# Obfuscation: what a person does to get a credential past a scanner
+# ---------------------------------------------------------------------------------------------
+
+# Invisible format characters: zero-width space, non-joiner and joiner, word joiner, BOM, soft hyphen.
+_INVISIBLE = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
+# Cyrillic and Greek letters that render like Latin ones.
+_LOOK_ALIKES: dict[str, tuple[str, ...]] = {
+    "a": ("\u0430",),
+    "c": ("\u0441",),
+    "e": ("\u0435",),
+    "i": ("\u0456",),
+    "j": ("\u0458",),
+    "o": ("\u043e", "\u03bf"),
+    "p": ("\u0440", "\u03c1"),
+    "s": ("\u0455",),
+    "x": ("\u0445",),
+    "y": ("\u0443",),
+    "A": ("\u0410", "\u0391"),
+    "B": ("\u0412", "\u0392"),
+    "C": ("\u0421",),
+    "E": ("\u0415", "\u0395"),
+    "H": ("\u041d", "\u0397"),
+    "I": ("\u0406", "\u0399"),
+    "K": ("\u041a", "\u039a"),
+    "M": ("\u041c", "\u039c"),
+    "N": ("\u039d",),
+    "O": ("\u041e", "\u039f"),
+    "P": ("\u0420", "\u03a1"),
+    "S": ("\u0405",),
+    "T": ("\u0422", "\u03a4"),
+    "X": ("\u0425", "\u03a7"),
+    "Y": ("\u03a5",),
+    "Z": ("\u0396",),
+}
+
+
+def _invisible(rng: random.Random, value: str, every: tuple[int, int] = (2, 6)) -> str:
+    """`value` with an invisible character after every few characters."""
+    out: list[str] = []
+    gap = rng.randint(*every)
+    for char in value:
+        out.append(char)
+        gap -= 1
+        if gap == 0:
+            out.append(rng.choice(_INVISIBLE))
+            gap = rng.randint(*every)
+    return "".join(out)
+
+
+def _look_alike(rng: random.Random, value: str, share: float = 0.5) -> str:
+    """`value` with about `share` of its replaceable letters swapped for Cyrillic or Greek ones."""
+    return "".join(
+        rng.choice(_LOOK_ALIKES[c]) if c in _LOOK_ALIKES and rng.random() < share else c for c in value
+    )
+
+
+def _fullwidth(value: str) -> str:
+    """`value` in fullwidth forms (U+FF01..U+FF5E), which NFKC folds back to ASCII."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in value)
+
+
+def _math_bold(value: str) -> str:
+    """Letters and digits as mathematical bold characters, which NFKC folds back to ASCII."""
+    out = []
+    for c in value:
+        if "A" <= c <= "Z":
+            out.append(chr(0x1D400 + ord(c) - ord("A")))
+        elif "a" <= c <= "z":
+            out.append(chr(0x1D41A + ord(c) - ord("a")))
+        elif "0" <= c <= "9":
+            out.append(chr(0x1D7CE + ord(c) - ord("0")))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _project_key(rng: random.Random) -> str:
+    """This project's own API key shape (``store/keys.py``): ``mmk_<10 hex>_<43 base64url>``."""
+    return f"mmk_{_chars(rng, 10, _HEX)}_{_chars(rng, 43, _B64URL)}"
+
+
+def _pem_base64(rng: random.Random) -> str:
+    """A PEM private-key block, base64-encoded once more (as Kubernetes Secret data holds it)."""
+    return base64.b64encode((_pem(rng) + "\n").encode()).decode()
+
+
+def _memorable_password(rng: random.Random) -> str:
+    """A password people pick: a capitalised word, digits and often a symbol (``Sommer2024!``)."""
+    word = rng.choice(["Sommer", "Kaffee", "Tulipe", "Naranja", "Girassol", "Fietsbel", "Gatto", "Harbour"])
+    return word + str(rng.randint(10, 2999)) + rng.choice(["!", "#", "?", "", "$", "%"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Held out: written before the v2 rules were tuned and never tuned on. It is read only to report
+# a figure; a miss here is reported, not fixed by a rule written for the sample.
+# ---------------------------------------------------------------------------------------------
+
+HELD_OUT_SEED = 8128
+
+_HELD_OUT_POSITIVES: tuple[tuple[str, _Maker, tuple[str, ...]], ...] = (
+    (
+        "memory_mcp_key",
+        _project_key,
+        (
+            "My memory-mcp key for the laptop is {s}, please remember it for later sessions.",
+            "In ~/.zshrc: export MEMORY_MCP_KEY={s}",
+            "Wei's agent authenticates with {s}; it has ReadWrite on the platform space.",
+            "Clé d'API pour le serveur de mémoire : {s}",
+        ),
+    ),
+    (
+        "memory_mcp_key",
+        lambda r: _invisible(r, _project_key(r)),
+        (
+            "Key for the shared space (copied from the console): {s}",
+            "MEMORY_MCP_KEY={s}",
+        ),
+    ),
+    (
+        "github_token",
+        lambda r: _look_alike(r, "ghp_" + _chars(r, 36, _B62), 0.3),
+        (
+            "CI token for the docs repo: {s}",
+            "Die Pipeline nutzt {s} zum Pushen der Tags.",
+        ),
+    ),
+    (
+        "aws_access_key",
+        lambda r: _invisible(r, "AKIA" + _chars(r, 16, _BASE32_UPPER), (3, 5)),
+        (
+            "Access key for the archive bucket: {s}",
+            "clave de acceso de AWS para el bucket de copias: {s}",
+        ),
+    ),
+    (
+        "slack_token",
+        lambda r: _fullwidth(
+            f"xoxb-{_chars(r, 12, string.digits)}-{_chars(r, 13, string.digits)}-{_chars(r, 24, _B62)}"
+        ),
+        ("Slack token for the standup bot: {s}",),
+    ),
+    (
+        "stripe_key",
+        lambda r: _math_bold("sk_live_" + _chars(r, 24, _B62)),
+        ("Stripe live key (do not share): {s}",),
+    ),
+    (
+        "anthropic_api_key",
+        lambda r: _invisible(r, "sk-ant-api03-" + _chars(r, 93, _B64URL) + "AA", (8, 14)),
+        ("Claude key for the triage bot: {s}",),
+    ),
+    (
+        "password_assignment",
+        lambda r: _look_alike(r, "password", 0.6) + "=" + _password(r),
+        ("{s}", "db settings: user=report {s}"),
+    ),
+    (
+        "password_assignment",
+        _password,
+        (
+            "Le mot de passe du routeur est {s}",
+            "Mot de passe : {s} (compte admin du NAS)",
+            "La contraseña del servidor de correo es {s}",
+            "contraseña: {s}",
+            "A senha do banco de homologação é {s}",
+            "senha={s}",
+            "Het wachtwoord voor de VPN is {s}",
+            "wachtwoord: {s}",
+            "parola d'ordine per il gestionale: {s}",
+            "Hasło do routera: {s}",
+            "Lösenordet till wifi-nätverket är {s}",
+            "Passordet til serveren er {s}",
+            "Salasana on {s}",
+            "Şifre: {s}",
+            "Das neue Passwort für den VPN-Zugang lautet {s}",
+            "pw: {s}",
+            "PASS={s}",
+            "SMTP_PASS={s}",
+            "admin pw is {s}",
+        ),
+    ),
+    (
+        "password_assignment",
+        _memorable_password,
+        (
+            "The password for the shared Netflix account is {s}",
+            "Passwort: {s}",
+            "La contraseña del wifi de la oficina: {s}",
+            "Wachtwoord van de printer: {s}",
+        ),
+    ),
+    (
+        "cli_password",
+        _password,
+        (
+            "To reach the lab box: sshpass -p '{s}' ssh pi@10.0.7.12",
+            "sshpass -p {s} scp dump.sql backup@nas:/volume1/",
+            "mysql -u root -p{s} shop < seed.sql",
+            "Restore with mysqldump -uadmin -p'{s}' --all-databases > all.sql",
+            "docker login -u ci-bot -p {s} registry.acme.io",
+            "redis-cli -h cache.internal -a {s} ping",
+            "wget --user=deploy --password {s} https://artifacts.acme.io/app.tar.gz",
+            "openssl pkcs12 -export -in cert.pem -inkey key.pem -out bundle.p12 -passout pass:{s}",
+            "ldapsearch -x -D cn=admin,dc=acme,dc=io -w {s} -b dc=acme,dc=io",
+            "7z a backup.7z -p{s} dump.sql",
+        ),
+    ),
+    (
+        "google_oauth",
+        lambda r: "GOCSPX-" + _chars(r, 28, _B64URL),
+        (
+            "OAuth client for the desktop app: client id 4815162342-abc.apps.googleusercontent.com, secret {s}",
+            "Google client secret {s} (consent screen is internal only)",
+        ),
+    ),
+    (
+        "discord_webhook",
+        lambda r: f"https://discord.com/api/webhooks/{_chars(r, 19, string.digits)}/{_chars(r, 68, _B64URL)}",
+        (
+            "The build bot posts to {s}",
+            "Discord webhook für #deploys: {s}",
+        ),
+    ),
+    (
+        "teams_webhook",
+        lambda r: (
+            f"https://acme.webhook.office.com/webhookb2/{_uuid(r)}@{_uuid(r)}/IncomingWebhook/"
+            f"{_chars(r, 32, _HEX)}/{_uuid(r)}"
+        ),
+        ("Teams channel hook for the on-call rota: {s}",),
+    ),
+    (
+        "slack_webhook",
+        lambda r: (
+            f"https://hooks.slack.com/services/T{_chars(r, 8, _UPPER_DIGITS)}/"
+            f"B{_chars(r, 10, _UPPER_DIGITS)}/{_chars(r, 24, _B62)}"
+        ),
+        ("Le webhook Slack pour les alertes est {s}",),
+    ),
+    (
+        "private_key",
+        _pem_base64,
+        (
+            "tls.key: {s}",
+            "Here is the deploy key, base64'd so it fits on one line: {s}",
+        ),
+    ),
+    (
+        "generic_high_entropy",
+        lambda r: _chars(r, 32, _B62),
+        (
+            "jeton d'accès pour l'API des factures {s}",
+            "clave secreta del webhook de pagos {s}",
+            "chave de API do parceiro {s}",
+            "de sleutel voor de export is {s}",
+        ),
+    ),
+    (
+        "generic_high_entropy",
+        lambda r: _chars(r, 32, _LOWER_DIGITS),
+        (
+            "Mailgun private API key for the newsletter: {s}",
+            "the webhook secret for the payment provider is {s}",
+        ),
+    ),
+)
+
+# The AWS documentation key pair and its sibling; refused (see the detector's module docstring).
+_HELD_OUT_FIXED: tuple[tuple[str, str], ...] = (
+    ("From the AWS guide: aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),
+    ("Test pair AKIAI44QH8DHBEXAMPLE / je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY", "aws_access_key"),
+)
+
+_HELD_OUT_PROSE = (
+    "Passwort vergessen? Use the reset page on the intranet.",
+    "Mot de passe oublié ? Cliquez sur le lien de réinitialisation.",
+    "Le mot de passe doit contenir au moins douze caractères.",
+    "Ne partagez jamais votre mot de passe par e-mail.",
+    "Le jeton expire au bout d'une heure.",
+    "La clé API se trouve dans le coffre, pas dans le dépôt.",
+    "Les secrets sont chiffrés au repos avec la KMS.",
+    "Changez le mot de passe de la base tous les 90 jours.",
+    "¿Olvidaste tu contraseña? Usa la página de recuperación.",
+    "La contraseña debe tener al menos doce caracteres.",
+    "El token caduca después de una hora.",
+    "La clave de la API está guardada en el gestor de secretos.",
+    "No compartas contraseñas por chat.",
+    "Rota la contraseña de la base de datos cada 90 días.",
+    "Esqueceu a senha? Use a página de redefinição.",
+    "A senha precisa de pelo menos doze caracteres.",
+    "O token expira depois de uma hora.",
+    "A chave da API fica no cofre, nunca no repositório.",
+    "Wachtwoord vergeten? Gebruik de resetpagina.",
+    "Het wachtwoord moet minstens twaalf tekens bevatten.",
+    "Het token verloopt na een uur.",
+    "De API-sleutel staat in de kluis, niet in de repository.",
+    "Hasło musi mieć co najmniej dwanaście znaków.",
+    "Lösenordet måste bytas var tredje månad.",
+    "Passordet må være minst tolv tegn langt.",
+    "Salasana vaihdetaan kolmen kuukauden välein.",
+    "Şifrenizi kimseyle paylaşmayın.",
+    "Heslo musí mít alespoň dvanáct znaků.",
+    "Das Passwort für den Drucker steht im Handbuch, Seite 12.",
+    "Die Kennwörter werden mit bcrypt gehasht.",
+    "La password del Wi-Fi ospiti cambia ogni lunedì.",
+    "Il token di accesso si rinnova da solo.",
+    "Rotate the database password every 90 days.",
+    "The token expires after an hour.",
+    "The password must be at least 12 characters and is hashed with SHA256.",
+    "Our passwords are hashed with Argon2id, never stored in plain text.",
+    "The webhook URL for Discord lives in the bot's settings page, not in the repo.",
+    "Teams incoming webhooks are being retired; move to workflows.",
+    "Google OAuth client secrets start with GOCSPX-, so the scanner knows them.",
+    "Our own API keys start with mmk_ followed by a ten-character prefix.",
+    "Base64-encoded PEM keys start with LS0tLS1CRUdJTi, which is worth grepping for.",
+    "Run mysql -u root -p shop and type the password at the prompt.",
+    "ssh -p 2222 deploy@bastion.acme.io reaches the jump host.",
+    "docker run -p 8080:80 nginx serves the static site locally.",
+    "mkdir -p /var/lib/memory && chown memory /var/lib/memory",
+    'sshpass -p "$SSH_PASS" ssh pi@10.0.7.12 reads the password from the environment.',
+    "docker login --password-stdin < token.txt keeps the token out of the shell history.",
+    "mysql -h db.internal -P 3306 -u report -p reports",
+    "Use --password-file=/run/secrets/db instead of --password on the command line.",
+    "The password flag is -p for mysql and -a for redis-cli; never pass it on the command line.",
+    "redis-cli -a is deprecated in favour of the AUTH command or REDISCLI_AUTH.",
+    "Set pw: to the vault path, not the value.",
+    "The PASS= line in the .env template stays empty.",
+    "Join the Discord at https://discord.gg/acme for community support.",
+    "Meeting notes: https://acme.sharepoint.com/sites/platform/Shared%20Documents/keys-rotation.docx",
+    "The Slack channel #secrets-rotation tracks who rotated what.",
+    "Ticket SEC-4411: the token leaked in a screenshot was revoked within 20 minutes.",
+    "The API key for the partner is requested through the self-service portal.",
+    "Sicherheitsschlüssel (YubiKey) sind für alle Admins Pflicht.",
+    "Le secret partagé est renouvelé par l'opérateur chaque semaine.",
+    "El secreto del cliente OAuth se rota desde la consola de Google.",
+    "O segredo do webhook é gerado pelo operador.",
+    "Het geheim voor de webhook wordt door de operator aangemaakt.",
+    "Wei asked whether the token bucket should allow bursts of 200.",
+    "The key ceremony is scheduled for the first Monday of the quarter.",
+    "Tokens for the staging cluster are issued by the OIDC provider, not by hand.",
+    "Ask Ana for access to the password manager folder 'Finance'.",
+    "Le mot de passe est stocké haché avec Argon2id.",
+    "La contraseña es obligatoria para las cuentas locales, no para SSO.",
+    "A senha é enviada apenas por HTTPS.",
+    "Het wachtwoord is verlopen; vraag een nieuw aan via de portal.",
+    "Das Passwort ist abgelaufen und muss neu gesetzt werden.",
+    "The password was reset by the help desk at 09:14.",
+    "The secret is mounted at /var/run/secrets/memory/key as a file.",
+    "The API token is passed via the MEMORY_MCP_KEY environment variable.",
+    "export MEMORY_MCP_KEY=$(cat ~/.config/memory-mcp/key) loads the key from a file.",
+    "password: ${{ secrets.DB_PASSWORD }} in the workflow file.",
+    "The mysql client warns: Using a password on the command line interface can be insecure.",
+    "sshpass -f ~/.sshpass ssh pi@lab keeps the password in a file.",
+    "Discord bots authenticate with a bot token from the developer portal.",
+    "Microsoft Teams connectors need an incoming webhook per channel.",
+    "The GCP OAuth consent screen must list the redirect URIs.",
+    "Refresh tokens live for 30 days, access tokens for 5 minutes.",
+    "Zugangsdaten bitte nur über den Passwortmanager teilen.",
+    "Le jeton JWT contient l'identifiant du locataire.",
+    "El token de acceso se renueva automáticamente.",
+    "O token de atualização dura trinta dias.",
+    "Het token bevat de tenant-id in de claim tid.",
+    "Il segreto condiviso viene ruotato dall'operatore.",
+)
+
+_HELD_OUT_CODE_TEMPLATES: tuple[Callable[[random.Random], str], ...] = (
+    lambda r: f"Le commit {_chars(r, 40, _HEX)} corrige la rotation des jetons.",
+    lambda r: f"El commit {_chars(r, 40, _HEX)} arregla el restablecimiento de contraseña.",
+    lambda r: f"A requisição {_uuid(r)} falhou: token expirado.",
+    lambda r: f"Het verzoek {_uuid(r)} faalde met {r.choice(_ERRORS)}.",
+    lambda r: f"Build {r.randint(100, 999)} of the key service shipped image sha256:{_chars(r, 64, _HEX)}.",
+    lambda r: f"Discord message {_chars(r, 19, string.digits)} in #ops mentions the token rotation.",
+    lambda r: f"Key ID {_chars(r, 16, _HEX).upper()} signs the Debian packages.",
+    lambda r: (
+        f"ssh -p {r.randint(1024, 65000)} {r.choice(_PEOPLE).lower()}@bastion reaches the host with the key."
+    ),
+    lambda r: f"Session {_ulid(r)} kept the same token across the failover.",
+    lambda r: f"La clé primaire de l'événement {r.randint(1, 99999)} est un UUID {_uuid(r)}.",
+)
+
+
+def held_out_positive_samples(seed: int = HELD_OUT_SEED) -> list[tuple[str, str]]:
+    """Credentials that v2 of the detector was never tuned on: ``(text, expected kind)``."""
+    rng = random.Random(seed)
+    samples = [
+        (template.format(s=make(rng)), kind)
+        for kind, make, templates in _HELD_OUT_POSITIVES
+        for template in templates
+    ]
+    return samples + list(_HELD_OUT_FIXED)
+
+
+def held_out_negative_samples(seed: int = HELD_OUT_SEED) -> list[str]:
+    """Ordinary sentences, multilingual, that v2 was never tuned on; none is a secret."""
+    rng = random.Random(seed + 1)
+    samples = list(_HELD_OUT_PROSE)
+    for template in _HELD_OUT_CODE_TEMPLATES:
+        samples.extend(template(rng) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
+    return samples
