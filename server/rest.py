@@ -10,6 +10,7 @@ from memory_mcp.store.errors import (
     AccessDenied,
     AuthenticationFailed,
     Conflict,
+    DatabaseUnavailable,
     NotFound,
     QuotaExceeded,
     SecretRefused,
@@ -43,6 +44,7 @@ STATUS: list[tuple[type[StoreError], int]] = [
     (AccessDenied, 403),
     (QuotaExceeded, 409),
     (Conflict, 409),
+    (DatabaseUnavailable, 503),
 ]
 
 
@@ -52,6 +54,8 @@ def error_response(exc: StoreError) -> JSONResponse:
     if isinstance(exc, ValidationError):
         body["field"] = exc.field
     headers = {"WWW-Authenticate": 'Bearer realm="memory-mcp"'} if status == 401 else None
+    if status == 503:
+        headers = {"Retry-After": "1"}
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -17,10 +17,17 @@ class ValidationError(StoreError):
 
 
 class AuthenticationFailed(StoreError):
-    """Missing, unknown, expired or revoked key, or a deactivated user. One message for all cases."""
+    """Missing, unknown, expired or revoked key, or a deactivated user. One message for all cases.
 
-    def __init__(self) -> None:
+    ``reason`` (``missing_key``, ``malformed_key``, ``unknown_key``, ``wrong_secret``, ``revoked``,
+    ``expired``, ``inactive_user``) and ``prefix`` (the key's lookup prefix, when it has one) are for
+    logs and metrics only: the caller is told the same thing whatever went wrong.
+    """
+
+    def __init__(self, reason: str = "invalid_key", prefix: str | None = None) -> None:
         super().__init__("invalid, expired or revoked API key")
+        self.reason = reason
+        self.prefix = prefix
 
 
 class SpaceNotFound(StoreError):
@@ -58,6 +65,17 @@ class SecretRefused(StoreError):
 
 class Conflict(StoreError):
     """The request conflicts with stored state (a name already taken by another object)."""
+
+
+class DatabaseUnavailable(StoreError):
+    """The database cannot be reached or used right now (down, restarting, out of connections).
+
+    Transient by nature: the edges answer 503 with ``Retry-After``; the pool recovers by itself.
+    The message never carries the driver's text (it can name hosts and sockets).
+    """
+
+    def __init__(self) -> None:
+        super().__init__("database unavailable, retry")
 
 
 class DatabaseSetupError(StoreError):
