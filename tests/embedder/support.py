@@ -28,3 +28,12 @@ SENTENCES = [
         for s in ("latency", "indexes", "invoices", "colours", "backups", "alerts", "releases", "quotas")
     )
 ]
+
+
+# One meaning in English, German and Italian, and an English sentence about something else.
+SAME_MEANING = {
+    "en": "The train to Munich leaves at eight in the morning.",
+    "de": "Der Zug nach München fährt um acht Uhr morgens ab.",
+    "it": "Il treno per Monaco parte alle otto del mattino.",
+}
+UNRELATED = "Our quarterly budget review found several invoices that were paid twice."

