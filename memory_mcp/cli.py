@@ -84,6 +84,10 @@ def serve(
     except DatabaseSetupError as exc:
         raise fail(str(exc)) from None
     try:
+        # Restarts the embedded PostgreSQL if it dies; prepared.stop() ends it before stopping PostgreSQL.
+        if prepared.embedded is not None:
+            prepared.embedded.supervise()
+        wedged = prepared.embedded.wedged if prepared.embedded is not None else None
         key = asyncio.run(_first_start(prepared)) if settings.bootstrap else None
         if key is not None:
             key_file = settings.data_dir / "bootstrap-key"
@@ -96,7 +100,7 @@ def serve(
         db = prepared.open(settings.db_pool_size)
         console.print(f"Memory-MCP on http://{settings.host}:{settings.port}/mcp")
         uvicorn.run(
-            create_app(settings, db, on_shutdown=prepared.stop),
+            create_app(settings, db, on_shutdown=prepared.stop, wedged=wedged),
             host=settings.host,
             port=settings.port,
             log_level="warning",

@@ -17,6 +17,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
 from memory_mcp.store import memories
 from memory_mcp.store.db import Database
+from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
@@ -28,7 +29,7 @@ from memory_mcp.logs import request_id_var
 from memory_mcp.settings import Settings
 
 from .mcp_tools import build_mcp
-from .rest import build_router, install_error_handlers
+from .rest import build_router, error_response, install_error_handlers
 from .service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,36 @@ class RequestMetrics:
             )
 
 
+class StoreErrorsBeforeTools:
+    """Inside the MCP app: a store error raised before any tool runs answers as REST would.
+
+    MCP authentication looks the key up in the database; with the database down that raises
+    DatabaseUnavailable outside every tool, which the MCP app would answer with a bare 500 and a
+    logged traceback per request. Here it becomes the same 503 JSON as REST gives.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except StoreError as exc:
+            if started:
+                raise
+            await error_response(exc)(scope, receive, send)
+
+
 def _route_label(scope: Scope) -> str:
     """The route template, never the raw path: ids in paths would explode the label set."""
     route = scope.get("route")
@@ -94,8 +125,13 @@ def create_app(
     db: Database,
     embedder: Embedder | None = None,
     on_shutdown: Callable[[], None] | None = None,
+    wedged: Callable[[], str | None] | None = None,
 ) -> FastAPI:
-    """Build the app. With no ``embedder`` given, one is created at start-up from the settings."""
+    """Build the app. With no ``embedder`` given, one is created at start-up from the settings.
+
+    ``wedged`` says why the process can no longer recover by itself (None while it can); it turns
+    ``/healthz`` to 503 so that a supervisor (kubelet, systemd) restarts the process.
+    """
     service = MemoryService(db, embedder, settings)
     public_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
     mcp = build_mcp(service, issuer_url=f"http://{public_host}:{settings.port}")
@@ -108,6 +144,7 @@ def create_app(
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
     )
+    mcp_app.add_middleware(StoreErrorsBeforeTools)
     head = head_revision()
 
     @asynccontextmanager
@@ -149,23 +186,31 @@ def create_app(
     app.state.service = service
 
     @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def healthz() -> JSONResponse:
+        """Liveness: the process answers and can still recover; the database may be down meanwhile."""
+        problem = wedged() if wedged is not None else None
+        if problem is not None:
+            return JSONResponse({"status": "wedged", "reason": problem}, 503)
+        return JSONResponse({"status": "ok"})
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> JSONResponse:
+        """Readiness: serving now, with the database reachable at the expected schema and an embedder."""
         try:
             async with db.transaction() as conn:
                 current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
-        except Exception as exc:
-            return JSONResponse(
-                {"status": "unavailable", "reason": f"database: {exc.__class__.__name__}"}, 503
-            )
+        except DatabaseUnavailable:
+            return JSONResponse({"status": "unavailable", "reason": "database unavailable"}, 503)
+        except Exception:
+            log.warning("readiness check failed on the database", exc_info=True)
+            return JSONResponse({"status": "unavailable", "reason": "database check failed"}, 503)
         if current != head:
             return JSONResponse(
                 {"status": "unavailable", "reason": f"schema at {current}, expected {head}"}, 503
             )
-        return JSONResponse({"status": "ready", "embedder": service.embedder is not None})
+        if service.embedder is None:
+            return JSONResponse({"status": "unavailable", "reason": "embedder not connected"}, 503)
+        return JSONResponse({"status": "ready", "embedder": True})
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint() -> Response:
@@ -194,6 +239,8 @@ async def _flush_recalls(service: MemoryService) -> None:
         await asyncio.sleep(RECALL_FLUSH_INTERVAL_S)
         try:
             await service.recalls.flush(service.db)
+        except DatabaseUnavailable:
+            pass  # the database logs the outage once; the next flush tries again
         except Exception:
             log.exception("recording recalls failed")
 
@@ -215,5 +262,7 @@ async def _maintain_embeddings(service: MemoryService, settings: Settings) -> No
                 log.info("embedded %d memories saved while the embedder was unavailable", done)
         except EmbedderUnavailable as exc:
             log.warning("background embedding skipped: %s", exc)
+        except DatabaseUnavailable:
+            pass  # the database logs the outage once; the next round tries again
         except Exception:
             log.exception("background embedding failed")

