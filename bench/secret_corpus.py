@@ -39,7 +39,8 @@ _FAMILIES: dict[str, frozenset[str]] = {
     "azure_storage_key": frozenset({"azure_sas_token"}),
     "azure_sas_token": frozenset({"azure_storage_key"}),
     "aws_secret_key": frozenset({"secret_assignment", "generic_high_entropy"}),
-    "password_assignment": frozenset({"secret_assignment"}),
+    "password_assignment": frozenset({"secret_assignment", "cli_password"}),
+    "cli_password": frozenset({"password_assignment"}),
     "secret_assignment": frozenset({"password_assignment", "generic_high_entropy"}),
     "generic_high_entropy": frozenset({"secret_assignment"}),
     "basic_auth": frozenset({"password_assignment"}),
@@ -132,10 +133,120 @@ def _basic(rng: random.Random) -> str:
     return base64.b64encode(f"{user}:{_password(rng)}".encode()).decode()
 
 
-# Each kind: a generator for the secret and the sentences it may appear in ({s} is the secret).
+# ---------------------------------------------------------------------------------------------
+# Obfuscation: what a person does to get a credential past a scanner
+# ---------------------------------------------------------------------------------------------
+
+# Invisible format characters: zero-width space, non-joiner and joiner, word joiner, BOM, soft hyphen.
+_INVISIBLE = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
+# Cyrillic and Greek letters that render like Latin ones.
+_LOOK_ALIKES: dict[str, tuple[str, ...]] = {
+    "a": ("\u0430",),
+    "c": ("\u0441",),
+    "e": ("\u0435",),
+    "i": ("\u0456",),
+    "j": ("\u0458",),
+    "o": ("\u043e", "\u03bf"),
+    "p": ("\u0440", "\u03c1"),
+    "s": ("\u0455",),
+    "x": ("\u0445",),
+    "y": ("\u0443",),
+    "A": ("\u0410", "\u0391"),
+    "B": ("\u0412", "\u0392"),
+    "C": ("\u0421",),
+    "E": ("\u0415", "\u0395"),
+    "H": ("\u041d", "\u0397"),
+    "I": ("\u0406", "\u0399"),
+    "K": ("\u041a", "\u039a"),
+    "M": ("\u041c", "\u039c"),
+    "N": ("\u039d",),
+    "O": ("\u041e", "\u039f"),
+    "P": ("\u0420", "\u03a1"),
+    "S": ("\u0405",),
+    "T": ("\u0422", "\u03a4"),
+    "X": ("\u0425", "\u03a7"),
+    "Y": ("\u03a5",),
+    "Z": ("\u0396",),
+}
+
+
+def _invisible(rng: random.Random, value: str, every: tuple[int, int] = (2, 6)) -> str:
+    """`value` with an invisible character after every few characters."""
+    out: list[str] = []
+    gap = rng.randint(*every)
+    for char in value:
+        out.append(char)
+        gap -= 1
+        if gap == 0:
+            out.append(rng.choice(_INVISIBLE))
+            gap = rng.randint(*every)
+    return "".join(out)
+
+
+def _look_alike(rng: random.Random, value: str, share: float = 0.5) -> str:
+    """`value` with about `share` of its replaceable letters swapped for Cyrillic or Greek ones."""
+    return "".join(
+        rng.choice(_LOOK_ALIKES[c]) if c in _LOOK_ALIKES and rng.random() < share else c for c in value
+    )
+
+
+def _fullwidth(value: str) -> str:
+    """`value` in fullwidth forms (U+FF01..U+FF5E), which NFKC folds back to ASCII."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in value)
+
+
+def _math_bold(value: str) -> str:
+    """Letters and digits as mathematical bold characters, which NFKC folds back to ASCII."""
+    out = []
+    for c in value:
+        if "A" <= c <= "Z":
+            out.append(chr(0x1D400 + ord(c) - ord("A")))
+        elif "a" <= c <= "z":
+            out.append(chr(0x1D41A + ord(c) - ord("a")))
+        elif "0" <= c <= "9":
+            out.append(chr(0x1D7CE + ord(c) - ord("0")))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _uuid(rng: random.Random) -> str:
+    h = _chars(rng, 32, _HEX)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{rng.choice('89ab')}{h[17:20]}-{h[20:]}"
+
+
+def _project_key(rng: random.Random) -> str:
+    """This project's own API key shape (``store/keys.py``): ``mmk_<10 hex>_<43 base64url>``."""
+    return f"mmk_{_chars(rng, 10, _HEX)}_{_chars(rng, 43, _B64URL)}"
+
+
+def _pem_base64(rng: random.Random) -> str:
+    """A PEM private-key block, base64-encoded once more (as Kubernetes Secret data holds it)."""
+    return base64.b64encode((_pem(rng) + "\n").encode()).decode()
+
+
+def _word_password(rng: random.Random) -> str:
+    """A one-word password typed on a command line: a word a reader would not call random."""
+    return rng.choice(["secret", "Secret", "hunter2", "letmein", "Sommer", "s3cret"])
+
+
+def _memorable_password(rng: random.Random) -> str:
+    """A password people pick: a capitalised word, digits and often a symbol (``Sommer2024!``)."""
+    word = rng.choice(["Sommer", "Kaffee", "Tulipe", "Naranja", "Girassol", "Fietsbel", "Gatto", "Harbour"])
+    return word + str(rng.randint(10, 2999)) + rng.choice(["!", "#", "?", "", "$", "%"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Dev corpus: the rules are tuned on these
+# ---------------------------------------------------------------------------------------------
+
+# Each family: the kind expected, a generator for the secret and the sentences it may appear in
+# ({s} is the secret). A kind may have several families (plain, obfuscated, ...).
 _Maker = Callable[[random.Random], str]
-_POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
-    "aws_access_key": (
+_Family = tuple[str, _Maker, tuple[str, ...]]
+_POSITIVES: tuple[_Family, ...] = (
+    (
+        "aws_access_key",
         lambda r: r.choice(["AKIA", "ASIA"]) + _chars(r, 16, _BASE32_UPPER),
         (
             "AWS creds for the billing exporter: access key id {s}, region eu-central-1.",
@@ -144,7 +255,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Per il bucket dei log usiamo la chiave di accesso {s}, utente iam log-shipper.",
         ),
     ),
-    "aws_secret_key": (
+    (
+        "aws_secret_key",
         lambda r: base64.b64encode(r.randbytes(30)).decode(),
         (
             "aws_secret_access_key = {s}",
@@ -153,7 +265,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Noted for later: the aws secret is {s}, pairs with the billing key id.",
         ),
     ),
-    "gcp_service_account": (
+    (
+        "gcp_service_account",
         _gcp_json,
         (
             "Service account for the BigQuery export, paste into the CI variable: {s}",
@@ -161,7 +274,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Hier der JSON-Schlüssel vom Dienstkonto: {s}",
         ),
     ),
-    "azure_storage_key": (
+    (
+        "azure_storage_key",
         _azure_account_key,
         (
             "Connection string for the log archive: DefaultEndpointsProtocol=https;AccountName=acmelogs;"
@@ -171,7 +285,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Azure storage key for acmebackups is {s}",
         ),
     ),
-    "azure_sas_token": (
+    (
+        "azure_sas_token",
         _azure_sas_sig,
         (
             "Download link for the export (valid a week): https://acmelogs.blob.core.windows.net/exports/"
@@ -180,7 +295,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "sv=2021-08-06&sp=racwl&sr=c&sig={s}",
         ),
     ),
-    "github_token": (
+    (
+        "github_token",
         lambda r: (
             r.choice(["ghp_", "gho_", "ghs_", "ghu_"]) + _chars(r, 36, _B62)
             if r.random() < 0.7
@@ -193,7 +309,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Il token GitHub per il mirror è {s}",
         ),
     ),
-    "gitlab_token": (
+    (
+        "gitlab_token",
         lambda r: "glpat-" + _chars(r, 20, _B64URL),
         (
             "GitLab deploy token for the docs pipeline: {s}",
@@ -201,7 +318,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Das GitLab-Token für den Runner ist {s}",
         ),
     ),
-    "slack_token": (
+    (
+        "slack_token",
         lambda r: (
             f"{r.choice(['xoxb', 'xoxp'])}-{_chars(r, 12, string.digits)}-"
             f"{_chars(r, 13, string.digits)}-{_chars(r, 24, _B62)}"
@@ -212,7 +330,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Il bot di Slack usa il token {s} per postare in #incidents",
         ),
     ),
-    "slack_webhook": (
+    (
+        "slack_webhook",
         lambda r: (
             f"https://hooks.slack.com/services/T{_chars(r, 8, _UPPER_DIGITS)}/"
             f"B{_chars(r, 10, _UPPER_DIGITS)}/{_chars(r, 24, _B62)}"
@@ -223,7 +342,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Der Webhook für #releases ist {s}",
         ),
     ),
-    "stripe_key": (
+    (
+        "stripe_key",
         lambda r: r.choice(["sk_live_", "rk_live_", "sk_test_"]) + _chars(r, r.choice([24, 99]), _B62),
         (
             "Stripe secret key for the EU account: {s}",
@@ -231,7 +351,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "La chiave Stripe restricted per i report è {s}",
         ),
     ),
-    "openai_api_key": (
+    (
+        "openai_api_key",
         lambda r: "sk-" + _chars(r, 48, _B62) if r.random() < 0.5 else "sk-proj-" + _chars(r, 120, _B64URL),
         (
             "OpenAI key for the summariser prototype: {s}",
@@ -239,7 +360,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Tomás shared his API key {s} for the eval run; rotate after Friday.",
         ),
     ),
-    "anthropic_api_key": (
+    (
+        "anthropic_api_key",
         lambda r: "sk-ant-api03-" + _chars(r, 93, _B64URL) + "AA",
         (
             "Anthropic API key for the support bot: {s}",
@@ -247,7 +369,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Der Schlüssel für die Claude-Integration: {s}",
         ),
     ),
-    "google_api_key": (
+    (
+        "google_api_key",
         lambda r: "AIza" + _chars(r, 35, _B64URL),
         (
             "Maps API key for the store locator: {s}",
@@ -255,14 +378,16 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "La chiave per le API di Google Translate è {s}",
         ),
     ),
-    "sendgrid_api_key": (
+    (
+        "sendgrid_api_key",
         lambda r: f"SG.{_chars(r, 22, _B64URL)}.{_chars(r, 43, _B64URL)}",
         (
             "SendGrid key for transactional mail: {s}",
             "SENDGRID_API_KEY={s} (marketing subuser)",
         ),
     ),
-    "twilio_key": (
+    (
+        "twilio_key",
         lambda r: "SK" + _chars(r, 32, _HEX) if r.random() < 0.5 else _chars(r, 32, _HEX),
         (
             "Twilio credentials for SMS 2FA: auth token {s}",
@@ -270,14 +395,16 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Il token Twilio per gli SMS di verifica è {s}",
         ),
     ),
-    "npm_token": (
+    (
+        "npm_token",
         lambda r: "npm_" + _chars(r, 36, _B62),
         (
             "npm automation token for publishing @acme/ui: {s}",
             "//registry.npmjs.org/:_authToken={s}",
         ),
     ),
-    "huggingface_token": (
+    (
+        "huggingface_token",
         lambda r: "hf_" + _chars(r, 34, _B62),
         (
             "Hugging Face read token for the model mirror: {s}",
@@ -285,7 +412,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Das Hugging-Face-Token für den Eval-Cluster ist {s}",
         ),
     ),
-    "jwt": (
+    (
+        "jwt",
         _jwt,
         (
             "Admin session token captured while debugging: {s}",
@@ -293,7 +421,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Token di test per l'endpoint /v1/memories: {s}",
         ),
     ),
-    "private_key": (
+    (
+        "private_key",
         _pem,
         (
             "Bastion host key, in case the vault is down:\n{s}",
@@ -301,7 +430,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Privater Schlüssel für den SFTP-Export:\n{s}",
         ),
     ),
-    "connection_string_password": (
+    (
+        "connection_string_password",
         lambda r: _password(r, _URL_SAFE_SYMBOLS),
         (
             "Deploy note: the staging DB is postgres://app:{s}@db-staging.internal:5432/app",
@@ -312,7 +442,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "SQLAlchemy URL in prod: postgresql+psycopg://memory:{s}@pg-primary:5432/memory_mcp",
         ),
     ),
-    "bearer_token": (
+    (
+        "bearer_token",
         lambda r: _chars(r, 40, _B64URL),
         (
             "Authorization: Bearer {s}",
@@ -320,14 +451,16 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "The partner API accepts Bearer {s} until they finish the OAuth migration.",
         ),
     ),
-    "basic_auth": (
+    (
+        "basic_auth",
         _basic,
         (
             "The legacy SOAP endpoint wants the header Authorization: Basic {s}",
             'headers = {{"Authorization": "Basic {s}"}}',
         ),
     ),
-    "password_assignment": (
+    (
+        "password_assignment",
         _password,
         (
             "Staging DB credentials: user app_rw, password={s}",
@@ -341,7 +474,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Kennwort: {s} (nur für den Notfall-Account)",
         ),
     ),
-    "secret_assignment": (
+    (
+        "secret_assignment",
         lambda r: _chars(r, 32, _B62) if r.random() < 0.6 else _chars(r, 40, _HEX),
         (
             'api_key = "{s}"',
@@ -352,7 +486,8 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "Datadog API key: {s}",
         ),
     ),
-    "generic_high_entropy": (
+    (
+        "generic_high_entropy",
         lambda r: _chars(r, 32, _B62),
         (
             "The HMAC key we share with Acme is {s}, keep it out of tickets.",
@@ -362,20 +497,269 @@ _POSITIVES: dict[str, tuple[_Maker, tuple[str, ...]]] = {
             "{s} is the encryption key for the nightly dump.",
         ),
     ),
-}
+    (
+        "memory_mcp_key",
+        _project_key,
+        (
+            "Remember my Memory-MCP API key: {s}",
+            "export MEMORY_MCP_KEY={s}",
+            'In the client config: {{"headers": {{"X-Api-Key": "{s}"}}}}',
+            "Der Schlüssel für den Memory-Server ist {s}",
+            "La clave del servidor de memoria es {s}, no la compartas.",
+            "{s} is the key the CI agent uses.",
+        ),
+    ),
+    (
+        "memory_mcp_key",
+        lambda r: _look_alike(r, _project_key(r), 0.2),
+        ("memory key (for the notebook): {s}", "MEMORY_MCP_KEY={s}"),
+    ),
+    (
+        "memory_mcp_key",
+        lambda r: _invisible(r, _project_key(r), (4, 9)),
+        ("Agent key: {s}",),
+    ),
+    (
+        "github_token",
+        lambda r: _invisible(r, "ghp_" + _chars(r, 36, _B62)),
+        ("Token for the mirror job, split so the scanner misses it: {s}", "GITHUB_TOKEN={s}"),
+    ),
+    (
+        "openai_api_key",
+        lambda r: _invisible(r, "sk-proj-" + _chars(r, 120, _B64URL), (10, 20)),
+        ("OpenAI key for the notebook: {s}",),
+    ),
+    (
+        "aws_access_key",
+        lambda r: _look_alike(r, "AKIA" + _chars(r, 16, _BASE32_UPPER), 0.6),
+        ("Access key id for the backup user: {s}", "aws_access_key_id = {s}"),
+    ),
+    (
+        "slack_token",
+        lambda r: _look_alike(
+            r, f"xoxb-{_chars(r, 12, string.digits)}-{_chars(r, 13, string.digits)}-{_chars(r, 24, _B62)}"
+        ),
+        ("Slack bot token: {s}",),
+    ),
+    (
+        "npm_token",
+        lambda r: _fullwidth("npm_" + _chars(r, 36, _B62)),
+        ("npm publish token {s}",),
+    ),
+    (
+        "huggingface_token",
+        lambda r: _math_bold("hf_" + _chars(r, 34, _B62)),
+        ("HF token for the eval box: {s}",),
+    ),
+    (
+        "password_assignment",
+        lambda r: _invisible(r, "password") + "=" + _password(r),
+        ("{s}", "staging: {s}"),
+    ),
+    (
+        "password_assignment",
+        lambda r: _look_alike(r, "Passwort", 0.5) + ": " + _password(r),
+        ("{s}", "Zugang für den Keller-NAS, {s}"),
+    ),
+    (
+        "password_assignment",
+        lambda r: _invisible(r, _password(r), (2, 3)),
+        ("The password for the office printer is {s}", "DB_PASSWORD={s}"),
+    ),
+    (
+        "password_assignment",
+        _password,
+        (
+            "Le mot de passe de la base de préproduction : {s}",
+            "le mot de passe est maintenant {s}",
+            "mdp: {s}",
+            "La contraseña de administrador es {s}",
+            "Contraseña del router: {s}",
+            "clave: {s}",
+            "A senha do Wi-Fi é {s}",
+            "palavra-passe: {s}",
+            "Senha do servidor FTP: {s}",
+            "Wachtwoord: {s}",
+            "het wachtwoord is nu {s}",
+            "Hasło: {s}",
+            "hasło do bazy to {s}",
+            "lösenord: {s}",
+            "Adgangskoden er {s}",
+            "salasana: {s}",
+            "şifre {s} olarak değişti",
+            "heslo: {s}",
+            "пароль: {s}",
+            "Пароль от сервера: {s}",
+            "la password è ora {s}",
+            "pw: {s}",
+            "PW={s}",
+            "PASS={s}",
+            "MAIL_PASS={s}",
+            "pass: {s}",
+            "root pw {s}",
+            "Login for the old CMS: admin / {s}",
+            "Log in as admin with password {s} until SSO is back.",
+            "the new wifi pw = {s}",
+            "Zugangsdaten: backup / {s}",
+            "Identifiants du NAS : admin / {s}",
+        ),
+    ),
+    (
+        "password_assignment",
+        _memorable_password,
+        (
+            "Wi-Fi password: {s}",
+            "Das Passwort für den Gast-Account ist {s}",
+            "Le mot de passe du compte partagé est {s}",
+            "A senha da conta de testes é {s}",
+        ),
+    ),
+    (
+        "cli_password",
+        _password,
+        (
+            "sshpass -p {s} ssh root@192.168.1.20",
+            "sshpass -p'{s}' rsync -a ./dist deploy@web1:/srv/site",
+            "mysql -h db.internal -u app -p{s} app_prod",
+            "mysqladmin -uroot -p'{s}' status",
+            "mariadb -u backup -p{s} -e 'SHOW DATABASES'",
+            "mongosh mongodb://db.internal/admin -u admin -p {s}",
+            "docker login registry.acme.io --username ci --password {s}",
+            "podman login -u bot -p {s} quay.io",
+            "redis-cli -a '{s}' --no-auth-warning info",
+            "ldapwhoami -x -D uid=svc,ou=apps,dc=acme -w {s}",
+            "openssl rsa -in enc.key -out plain.key -passin pass:{s}",
+            "keytool -list -keystore app.jks -storepass {s}",
+            "zip -P {s} export.zip report.csv",
+            "sqlcmd -S db01 -U sa -P {s} -Q 'SELECT 1'",
+            "smbclient //fs01/share -U backup%{s}",
+            "svn co https://svn.acme.io/trunk --username build --password {s}",
+            "ipmitool -I lanplus -H 10.0.0.9 -U ADMIN -P {s} chassis status",
+            "gpg --batch --passphrase {s} -d secrets.gpg",
+        ),
+    ),
+    (
+        "cli_password",
+        lambda r: _word_password(r),
+        (
+            "sshpass -p {s} ssh pi@raspberry.local",
+            "mysql -uroot -p{s} wordpress",
+        ),
+    ),
+    (
+        "google_oauth",
+        lambda r: "GOCSPX-" + _chars(r, 28, _B64URL),
+        (
+            "GCP OAuth client secret for the CLI login flow: {s}",
+            '"client_secret":"{s}"',
+            "Das OAuth-Secret für das interne Tool: {s}",
+        ),
+    ),
+    (
+        "google_oauth",
+        lambda r: "ya29." + _chars(r, 150, _B64URL),
+        ("Access token from gcloud for the quick test: {s}",),
+    ),
+    (
+        "azure_client_secret",
+        lambda r: _chars(r, 3, _B62) + r.choice(["7Q~", "8Q~"]) + _chars(r, 34, _B64URL.replace("-", "~.")),
+        ("App registration secret for the exporter: {s}", "AZURE_CLIENT_SECRET={s}"),
+    ),
+    (
+        "discord_webhook",
+        lambda r: (
+            f"https://{r.choice(['', 'canary.', 'ptb.'])}discord{r.choice(['', 'app'])}.com/api/webhooks/"
+            f"{_chars(r, 18, string.digits)}/{_chars(r, 68, _B64URL)}"
+        ),
+        (
+            "Release notes are posted by {s}",
+            "Discord-Webhook: {s}",
+            "webhook pour le salon #alertes : {s}",
+        ),
+    ),
+    (
+        "teams_webhook",
+        lambda r: (
+            f"https://{r.choice(['acme', 'contoso', 'orbit'])}.webhook.office.com/webhookb2/"
+            f"{_uuid(r)}@{_uuid(r)}/IncomingWebhook/{_chars(r, 32, _HEX)}/{_uuid(r)}"
+        ),
+        ("Teams webhook for #release: {s}", "Das Teams-Webhook für die Bereitschaft ist {s}"),
+    ),
+    (
+        "teams_webhook",
+        lambda r: (
+            f"https://prod-{r.randint(10, 99)}.westeurope.logic.azure.com:443/workflows/{_chars(r, 32, _HEX)}"
+            f"/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0"
+            f"&sig={_chars(r, 43, _B64URL)}"
+        ),
+        ("Teams workflow URL for alerts: {s}",),
+    ),
+    (
+        "slack_webhook",
+        lambda r: _invisible(
+            r,
+            f"https://hooks.slack.com/services/T{_chars(r, 8, _UPPER_DIGITS)}/"
+            f"B{_chars(r, 10, _UPPER_DIGITS)}/{_chars(r, 24, _B62)}",
+            (6, 12),
+        ),
+        ("Slack webhook (split): {s}",),
+    ),
+    (
+        "private_key",
+        _pem_base64,
+        (
+            "data:\n  id_rsa: {s}",
+            "The base64 of the signing key, for the CI variable: {s}",
+            "privkey.pem als Base64: {s}",
+        ),
+    ),
+    (
+        "generic_high_entropy",
+        lambda r: _chars(r, 32, _B62),
+        (
+            "la clé de chiffrement des sauvegardes {s}",
+            "Clé secrète du webhook : {s}",
+            "la llave del cifrado es {s}",
+            "secreto del cliente {s}",
+            "a chave secreta do webhook {s}",
+            "geheime sleutel voor de export {s}",
+            "klucz API {s}",
+            "API-nyckel {s}",
+            "{s} on avain",
+        ),
+    ),
+    (
+        "generic_high_entropy",
+        lambda r: _chars(r, 32, _LOWER_DIGITS),
+        (
+            "Sentry auth token for source maps: {s}",
+            "Der API-Schlüssel vom Wetterdienst: {s}",
+            "signing secret {s}",
+        ),
+    ),
+)
 
 _PER_KIND = 4
 
 
+# The AWS documentation's example keys, refused like real ones (see the detector's module docstring).
+_FIXED: tuple[tuple[str, str], ...] = (
+    ("AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+    ("The guide's sample secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY.", "aws_secret_key"),
+)
+
+
 def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     """Fake credentials in memory-like sentences: ``(text, expected kind)``, four or more per kind."""
-    rng = random.Random(seed)
+    return _fill(_POSITIVES, random.Random(seed), _PER_KIND) + list(_FIXED)
+
+
+def _fill(families: tuple[_Family, ...], rng: random.Random, per_family: int) -> list[tuple[str, str]]:
+    """Every template of every family once, cycling templates until a family has `per_family` samples."""
     samples: list[tuple[str, str]] = []
-    for kind, (make, templates) in _POSITIVES.items():
-        count = max(_PER_KIND, len(templates))
-        for i in range(count):
-            template = templates[i % len(templates)]
-            samples.append((template.format(s=make(rng)), kind))
+    for kind, make, templates in families:
+        for i in range(max(per_family, len(templates))):
+            samples.append((templates[i % len(templates)].format(s=make(rng)), kind))
     return samples
 
 
@@ -429,7 +813,7 @@ _PROSE_EN = (
     "api_key = os.environ['OPENAI_API_KEY'] keeps the key out of the notebook.",
     "password=getpass() prompts instead of hard-coding anything.",
     "secret_key = settings.SECRET_KEY is read at start-up.",
-    "The AWS docs use AKIAIOSFODNN7EXAMPLE as their sample access key id.",
+    "The AWS docs use a sample access key id that ends in EXAMPLE; we refuse it like a real one.",
     "password: ******** is how the log line looks after masking.",
     "Config template: token=xxxxxxxxxxxx, replace before running.",
     'The response body is {"password": "too short"} when validation fails.',
@@ -528,6 +912,180 @@ _PROSE_IT = (
     "Il codice errore 401 significa che il token manca o non è valido.",
 )
 
+_PROSE_FR = (
+    "Le mot de passe doit être changé tous les trois mois.",
+    "Mot de passe oublié ? Utilisez le lien en bas de la page de connexion.",
+    "Ne collez jamais de mot de passe dans un ticket.",
+    "Le mot de passe est stocké haché, jamais en clair.",
+    "Le jeton d'accès expire après une heure.",
+    "Les jetons de rafraîchissement durent trente jours.",
+    "La clé API est rangée dans le coffre, demandez à Priya.",
+    "La clé de chiffrement reste dans la KMS, pas dans Kubernetes.",
+    "Les secrets Kubernetes sont seulement encodés en base64.",
+    "Mot de passe : voir l'entrée « NAS bureau » dans le gestionnaire.",
+    "Le mot de passe du Wi-Fi invité est affiché à l'accueil.",
+    "La politique de mots de passe exige douze caractères et un chiffre.",
+    "Si une clé fuit, révoquez-la puis ouvrez un incident.",
+    "Le webhook Slack des alertes est géré par Terraform.",
+    "Le jeton est transmis dans l'en-tête Authorization.",
+    "Les identifiants de test sont dans le dossier partagé « QA ».",
+    "Le mot de passe était faux, d'où les trois échecs de connexion.",
+    "Le secret du client OAuth se régénère dans la console Google.",
+    "La rotation des clés a lieu chaque dimanche à trois heures.",
+    "Le jeton de déploiement n'a que des droits de lecture.",
+    "Utilisez sshpass uniquement avec un fichier, jamais avec -p.",
+    "Le mot de passe est obligatoire pour les comptes locaux.",
+    "Changez votre mot de passe à la première connexion.",
+    "Les mots de passe des comptes de service tournent automatiquement.",
+    "Clé primaire : un UUID ; clé naturelle : (espace, empreinte).",
+)
+
+_PROSE_ES = (
+    "La contraseña debe cambiarse cada tres meses.",
+    "¿Olvidó su contraseña? Use el enlace de restablecimiento.",
+    "Nunca pegues contraseñas en los tickets.",
+    "La contraseña se guarda con hash, nunca en texto plano.",
+    "El token de acceso caduca en una hora.",
+    "La clave de la API está en el gestor de secretos.",
+    "La clave de cifrado vive en el KMS, no en el repositorio.",
+    "Contraseña: ver la entrada 'Router oficina' en el gestor.",
+    "La contraseña del Wi-Fi de invitados está en recepción.",
+    "La política de contraseñas exige doce caracteres y un número.",
+    "Si se filtra una clave, revócala y abre un incidente.",
+    "El webhook de Slack para alertas se gestiona con Terraform.",
+    "El token viaja en la cabecera Authorization.",
+    "Las credenciales de prueba están en la carpeta compartida 'QA'.",
+    "La contraseña era incorrecta, por eso falló el inicio de sesión.",
+    "El secreto del cliente OAuth se regenera en la consola.",
+    "La palabra clave es Kubernetes en todos los documentos.",
+    "La rotación de claves se ejecuta cada domingo.",
+    "El token de despliegue solo tiene permisos de lectura.",
+    "Las contraseñas de las cuentas de servicio rotan solas.",
+    "Cambia tu contraseña en el primer inicio de sesión.",
+    "La clave primaria de la tabla es un UUID.",
+    "El secreto de Kubernetes solo está codificado en base64.",
+    "Tomás pidió no reutilizar la misma contraseña en varios servicios.",
+    "La contraseña es obligatoria solo para cuentas locales.",
+)
+
+_PROSE_PT = (
+    "A senha deve ser trocada a cada três meses.",
+    "Esqueceu a senha? Use o link de redefinição.",
+    "Nunca cole senhas em chamados.",
+    "A senha é guardada com hash, nunca em texto puro.",
+    "O token de acesso expira em uma hora.",
+    "A chave da API fica no cofre de segredos.",
+    "A chave de criptografia fica no KMS, não no repositório.",
+    "Senha: veja a entrada 'Roteador escritório' no gerenciador.",
+    "A senha do Wi-Fi de visitantes está na recepção.",
+    "A política de senhas exige doze caracteres e um número.",
+    "Se uma chave vazar, revogue-a e abra um incidente.",
+    "O webhook do Slack para alertas é gerido pelo Terraform.",
+    "O token vai no cabeçalho Authorization.",
+    "As credenciais de teste estão na pasta compartilhada 'QA'.",
+    "A senha estava errada, por isso o login falhou três vezes.",
+    "O segredo do cliente OAuth é gerado de novo no console.",
+    "A palavra-passe tem de ter pelo menos doze caracteres.",
+    "A rotação de chaves corre todos os domingos.",
+    "O token de implantação só tem permissão de leitura.",
+    "As senhas das contas de serviço são rotacionadas automaticamente.",
+)
+
+_PROSE_NL = (
+    "Het wachtwoord moet elke drie maanden worden gewijzigd.",
+    "Wachtwoord vergeten? Gebruik de link op de inlogpagina.",
+    "Plak nooit wachtwoorden in een ticket.",
+    "Het wachtwoord wordt gehasht opgeslagen, nooit leesbaar.",
+    "Het toegangstoken verloopt na een uur.",
+    "De API-sleutel staat in de kluis, vraag het aan Jonas.",
+    "De encryptiesleutel blijft in de KMS, niet in de repository.",
+    "Wachtwoord: zie de vermelding 'Kantoorrouter' in de wachtwoordmanager.",
+    "Het wachtwoord van het gastennetwerk hangt bij de receptie.",
+    "Het wachtwoordbeleid vraagt twaalf tekens en een cijfer.",
+    "Als een sleutel uitlekt: intrekken en een incident openen.",
+    "De Slack-webhook voor meldingen wordt met Terraform beheerd.",
+    "Het token gaat mee in de Authorization-header.",
+    "De testgegevens staan in de gedeelde map 'QA'.",
+    "Het wachtwoord was fout, daarom mislukte het inloggen drie keer.",
+    "De sleutelrotatie draait elke zondag.",
+    "Het geheim van de OAuth-client wordt in de console vernieuwd.",
+    "Wachtwoorden van serviceaccounts worden automatisch geroteerd.",
+    "Verander je wachtwoord bij de eerste keer inloggen.",
+    "Het deploy-token heeft alleen leesrechten.",
+)
+
+# Polish, Swedish, Danish/Norwegian, Finnish, Turkish, Czech, Russian.
+_PROSE_OTHER = (
+    "Hasło należy zmieniać co trzy miesiące.",
+    "Nie wklejaj haseł do zgłoszeń.",
+    "Zapomniałeś hasła? Użyj strony resetowania.",
+    "Token wygasa po godzinie.",
+    "Lösenordet lagras hashat, aldrig i klartext.",
+    "Glömt lösenordet? Använd återställningssidan.",
+    "Token går ut efter en timme.",
+    "Adgangskoden skal skiftes hver tredje måned.",
+    "Passordet lagres kryptert og deles aldri på e-post.",
+    "Glemt passordet? Bruk tilbakestillingssiden.",
+    "Salasana tallennetaan tiivisteenä, ei koskaan selväkielisenä.",
+    "Unohditko salasanan? Käytä palautussivua.",
+    "Şifre en az on iki karakter olmalıdır.",
+    "Şifrenizi mi unuttunuz? Sıfırlama sayfasını kullanın.",
+    "Heslo se ukládá jako hash, nikdy v čitelné podobě.",
+    "Zapomněli jste heslo? Použijte stránku pro obnovení.",
+    "Пароль нужно менять каждые три месяца.",
+    "Забыли пароль? Воспользуйтесь страницей сброса.",
+    "Токен истекает через час.",
+    "Ключ API хранится в хранилище секретов.",
+)
+
+# Command lines and configuration that name a password flag without a password in it.
+_COMMAND_LINES = (
+    "mysql -u root -p shop prompts for the password.",
+    "mysql -h db.internal -P 3306 -u report -p",
+    "mysqldump -u backup -p --single-transaction app > app.sql",
+    "ssh -p 2222 deploy@bastion.acme.io",
+    "scp -P 2222 dump.sql deploy@bastion:/tmp/",
+    "docker run -d -p 5432:5432 postgres:16",
+    "mkdir -p ~/.config/memory-mcp",
+    "kubectl port-forward -n memory svc/postgres 5432:5432",
+    'sshpass -p "$SSH_PASSWORD" ssh deploy@web1',
+    "sshpass -e ssh deploy@web1 reads SSHPASS from the environment.",
+    "echo $TOKEN | docker login ghcr.io -u ci --password-stdin",
+    "redis-cli -h cache.internal ping",
+    "redis-cli --askpass asks for the password instead of -a.",
+    "openssl rsa -in enc.key -out plain.key -passin file:/run/secrets/keypass",
+    "openssl pkcs12 -export -out bundle.p12 -passout env:P12_PASSWORD",
+    "keytool -list -keystore app.jks -storepass:env STOREPASS",
+    "zip -e export.zip report.csv asks for a password interactively.",
+    "pg_dump -h db -U app app > app.sql uses PGPASSWORD or ~/.pgpass.",
+    "psql postgresql://app@db:5432/app",
+    "ldapsearch -x -W -D cn=admin,dc=acme prompts for the bind password.",
+    "curl --netrc https://artifacts.acme.io/app.tar.gz -O",
+    "gh auth login --with-token < token.txt",
+    "vault kv get -field=password kv/platform/db",
+    "az login --service-principal -u $APP_ID -p $CLIENT_SECRET --tenant $TENANT",
+    "git push --force-with-lease origin main",
+    "python -m pip install -r requirements.txt --no-deps",
+    "helm upgrade --install memory ./charts/memory-mcp --set auth.existingSecret=memory-keys",
+    "tar -xzpf backup.tar.gz -C /srv/restore",
+    "rsync -avzP ./dist/ web1:/srv/site/",
+    "sshpass -f /run/secrets/ssh_pass ssh deploy@web1",
+    "export MEMORY_MCP_KEY=$(pass show memory-mcp/key)",
+    "export MEMORY_MCP_KEY=<your key>",
+    "MEMORY_MCP_KEY=mmk_... is what the README shows.",
+    "password: !vault | is the Ansible Vault marker.",
+    "--password=${DB_PASSWORD} comes from the environment.",
+    "PASS= is left empty in .env.example.",
+    "pw: see 1Password",
+    "The Discord server invite is https://discord.gg/memory-mcp.",
+    "Webhook URLs look like https://discord.com/api/webhooks/<id>/<token>.",
+    "Teams webhooks live under https://<tenant>.webhook.office.com/webhookb2/...",
+    "GCP OAuth client secrets begin with GOCSPX- and are 35 characters long.",
+    "A base64-encoded PEM key begins with LS0tLS1CRUdJTi, a certificate too.",
+    "Ask the bot for a new mmk_ key if yours expired.",
+)
+
+
 _SERVICES = ("billing", "search", "memory", "exporter", "gateway", "notifier", "ledger", "checkout")
 _PROJECTS = ("PROJ", "INC", "OPS", "SEC", "MEM", "PLAT", "DATA", "WEB")
 _ERRORS = (
@@ -541,11 +1099,6 @@ _ERRORS = (
     "SQLSTATE 40001",
 )
 _PEOPLE = ("Priya", "Lukas", "Giulia", "Tomás", "Ana", "Jonas", "Maria", "Wei")
-
-
-def _uuid(rng: random.Random) -> str:
-    h = _chars(rng, 32, _HEX)
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{rng.choice('89ab')}{h[17:20]}-{h[20:]}"
 
 
 def _ulid(rng: random.Random) -> str:
@@ -643,103 +1196,20 @@ _CODE_SAMPLES_PER_TEMPLATE = 5
 def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
     """Ordinary sentences that mention credentials or contain harmless codes; none is a secret."""
     rng = random.Random(seed + 1)
-    samples = [*_PROSE_EN, *_PROSE_DE, *_PROSE_IT]
+    samples = [
+        *_PROSE_EN,
+        *_PROSE_DE,
+        *_PROSE_IT,
+        *_PROSE_FR,
+        *_PROSE_ES,
+        *_PROSE_PT,
+        *_PROSE_NL,
+        *_PROSE_OTHER,
+        *_COMMAND_LINES,
+    ]
     for template in _CODE_TEMPLATES:
         samples.extend(template(rng) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
     return samples
-
-
-# ---------------------------------------------------------------------------------------------
-# Obfuscation: what a person does to get a credential past a scanner
-# ---------------------------------------------------------------------------------------------
-
-# Invisible format characters: zero-width space, non-joiner and joiner, word joiner, BOM, soft hyphen.
-_INVISIBLE = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
-# Cyrillic and Greek letters that render like Latin ones.
-_LOOK_ALIKES: dict[str, tuple[str, ...]] = {
-    "a": ("\u0430",),
-    "c": ("\u0441",),
-    "e": ("\u0435",),
-    "i": ("\u0456",),
-    "j": ("\u0458",),
-    "o": ("\u043e", "\u03bf"),
-    "p": ("\u0440", "\u03c1"),
-    "s": ("\u0455",),
-    "x": ("\u0445",),
-    "y": ("\u0443",),
-    "A": ("\u0410", "\u0391"),
-    "B": ("\u0412", "\u0392"),
-    "C": ("\u0421",),
-    "E": ("\u0415", "\u0395"),
-    "H": ("\u041d", "\u0397"),
-    "I": ("\u0406", "\u0399"),
-    "K": ("\u041a", "\u039a"),
-    "M": ("\u041c", "\u039c"),
-    "N": ("\u039d",),
-    "O": ("\u041e", "\u039f"),
-    "P": ("\u0420", "\u03a1"),
-    "S": ("\u0405",),
-    "T": ("\u0422", "\u03a4"),
-    "X": ("\u0425", "\u03a7"),
-    "Y": ("\u03a5",),
-    "Z": ("\u0396",),
-}
-
-
-def _invisible(rng: random.Random, value: str, every: tuple[int, int] = (2, 6)) -> str:
-    """`value` with an invisible character after every few characters."""
-    out: list[str] = []
-    gap = rng.randint(*every)
-    for char in value:
-        out.append(char)
-        gap -= 1
-        if gap == 0:
-            out.append(rng.choice(_INVISIBLE))
-            gap = rng.randint(*every)
-    return "".join(out)
-
-
-def _look_alike(rng: random.Random, value: str, share: float = 0.5) -> str:
-    """`value` with about `share` of its replaceable letters swapped for Cyrillic or Greek ones."""
-    return "".join(
-        rng.choice(_LOOK_ALIKES[c]) if c in _LOOK_ALIKES and rng.random() < share else c for c in value
-    )
-
-
-def _fullwidth(value: str) -> str:
-    """`value` in fullwidth forms (U+FF01..U+FF5E), which NFKC folds back to ASCII."""
-    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in value)
-
-
-def _math_bold(value: str) -> str:
-    """Letters and digits as mathematical bold characters, which NFKC folds back to ASCII."""
-    out = []
-    for c in value:
-        if "A" <= c <= "Z":
-            out.append(chr(0x1D400 + ord(c) - ord("A")))
-        elif "a" <= c <= "z":
-            out.append(chr(0x1D41A + ord(c) - ord("a")))
-        elif "0" <= c <= "9":
-            out.append(chr(0x1D7CE + ord(c) - ord("0")))
-        else:
-            out.append(c)
-    return "".join(out)
-
-
-def _project_key(rng: random.Random) -> str:
-    """This project's own API key shape (``store/keys.py``): ``mmk_<10 hex>_<43 base64url>``."""
-    return f"mmk_{_chars(rng, 10, _HEX)}_{_chars(rng, 43, _B64URL)}"
-
-
-def _pem_base64(rng: random.Random) -> str:
-    """A PEM private-key block, base64-encoded once more (as Kubernetes Secret data holds it)."""
-    return base64.b64encode((_pem(rng) + "\n").encode()).decode()
-
-
-def _memorable_password(rng: random.Random) -> str:
-    """A password people pick: a capitalised word, digits and often a symbol (``Sommer2024!``)."""
-    word = rng.choice(["Sommer", "Kaffee", "Tulipe", "Naranja", "Girassol", "Fietsbel", "Gatto", "Harbour"])
-    return word + str(rng.randint(10, 2999)) + rng.choice(["!", "#", "?", "", "$", "%"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -749,7 +1219,7 @@ def _memorable_password(rng: random.Random) -> str:
 
 HELD_OUT_SEED = 8128
 
-_HELD_OUT_POSITIVES: tuple[tuple[str, _Maker, tuple[str, ...]], ...] = (
+_HELD_OUT_POSITIVES: tuple[_Family, ...] = (
     (
         "memory_mcp_key",
         _project_key,
@@ -1034,13 +1504,7 @@ _HELD_OUT_CODE_TEMPLATES: tuple[Callable[[random.Random], str], ...] = (
 
 def held_out_positive_samples(seed: int = HELD_OUT_SEED) -> list[tuple[str, str]]:
     """Credentials that v2 of the detector was never tuned on: ``(text, expected kind)``."""
-    rng = random.Random(seed)
-    samples = [
-        (template.format(s=make(rng)), kind)
-        for kind, make, templates in _HELD_OUT_POSITIVES
-        for template in templates
-    ]
-    return samples + list(_HELD_OUT_FIXED)
+    return _fill(_HELD_OUT_POSITIVES, random.Random(seed), 1) + list(_HELD_OUT_FIXED)
 
 
 def held_out_negative_samples(seed: int = HELD_OUT_SEED) -> list[str]:
