@@ -492,3 +492,11 @@ def test_find_secret_in_fields_names_the_field() -> None:
     )
     found = find_secret_in_fields(category=f"password={_password()}", content=f"token {token}")
     assert found is not None and found[0] == "category"
+
+
+def test_base64_values_are_judged_by_what_they_decode_to() -> None:
+    """Kubernetes Secret data is base64: a manual's placeholder stays one, a real password does not."""
+    placeholder = base64.b64encode(b"mmk_3f9a...").decode()
+    password = base64.b64encode(_password().encode()).decode()
+    assert find_secret(f"data:\n  api-key: {placeholder}") is None
+    assert find_secret(f"data:\n  password: {password}") is not None
