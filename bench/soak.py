@@ -1,0 +1,171 @@
+"""Soak harness: mixed load against one `memory-mcp serve` for a fixed time, watching for drift.
+
+Starts `serve` in its own process (embedded PostgreSQL in a temporary data dir, the in-process
+embedder) and runs C clients in a closed loop over REST for ``--duration`` seconds (default 600),
+each call drawn at random: save 30%, search 50%, list 20%. Every 10 s it samples the memory of the
+server process (RSS) and of PostgreSQL (the sum of PSS over the postmaster and its backends, so
+shared buffers count once). At the end it prints:
+
+- memory growth of both from the first sample after warm-up (the end of the first minute) to the
+  last, with the peak;
+- the error rate (anything but a 200, or no answer) per operation;
+- p50 and p99 per operation in the first minute against the last minute: a p99 that drifts up
+  points at a leak, bloat or a queue that does not drain.
+
+Traffic goes to 127.0.0.1 only.
+
+    python -m bench.soak [--duration 600] [--clients 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+import psutil
+
+from bench.crash import Server, note, postgres_left
+from bench.load import QUERIES, free_port, percentile, wait_ready
+
+SAMPLE_EVERY_S = 10.0
+WINDOW_S = 60.0  # the "first minute" and "last minute" of the p99 drift
+MIX = (("save", 0.3), ("search", 0.5), ("list", 0.2))
+
+
+@dataclass
+class Record:
+    calls: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    memory: list[tuple[float, int, int]] = field(default_factory=list)  # (t, server RSS, PG PSS)
+
+
+def server_rss(pid: int) -> int:
+    return int(psutil.Process(pid).memory_info().rss)
+
+
+def postgres_pss(postmaster_pid: int) -> int:
+    """Proportional set size of the postmaster and all its children (shared memory counted once)."""
+    root = psutil.Process(postmaster_pid)
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += int(proc.memory_full_info().pss)
+        except psutil.Error:  # a backend that exited meanwhile
+            continue
+    return total
+
+
+async def client(index: int, base: str, key: str, record: Record, started: float, until: float) -> None:
+    rng = random.Random(index)
+    ops, weights = [op for op, _ in MIX], [weight for _, weight in MIX]
+    seq = 0
+    async with httpx2.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as http:
+        while time.monotonic() < until:
+            op = rng.choices(ops, weights)[0]
+            sent = time.monotonic()
+            try:
+                if op == "save":
+                    seq += 1
+                    answer = await http.post("/v1/memories", json={"content": note(index, seq, rng)})
+                elif op == "search":
+                    answer = await http.get("/v1/search", params={"query": rng.choice(QUERIES)})
+                else:
+                    answer = await http.get("/v1/memories", params={"page": rng.randint(1, 5)})
+                ok = answer.status_code == 200
+            except httpx2.HTTPError:
+                ok = False
+            if ok:
+                record.calls[op].append((sent - started, time.monotonic() - sent))
+            else:
+                record.errors[op] += 1
+
+
+async def sample_memory(server: Server, record: Record, started: float, until: float) -> None:
+    assert server.proc is not None
+    while time.monotonic() < until:
+        record.memory.append(
+            (
+                time.monotonic() - started,
+                server_rss(server.proc.pid),
+                postgres_pss(server.postmaster_pid()),
+            )
+        )
+        await asyncio.sleep(SAMPLE_EVERY_S)
+
+
+def report(record: Record, duration: float, clients: int) -> None:
+    mib = 1024 * 1024
+    warm = [m for m in record.memory if m[0] >= WINDOW_S] or record.memory
+    first, last = warm[0], record.memory[-1]
+    print(f"{duration:.0f} s, {clients} clients; memory sampled every {SAMPLE_EVERY_S:.0f} s")
+    for label, col in (("server RSS", 1), ("PostgreSQL PSS", 2)):
+        peak = max(m[col] for m in record.memory)
+        print(
+            f"{label:<16} at {first[0]:>4.0f} s {first[col] / mib:>7.1f} MiB -> at {last[0]:>4.0f} s "
+            f"{last[col] / mib:>7.1f} MiB ({(last[col] - first[col]) / mib:+.1f} MiB), peak {peak / mib:.1f} MiB"
+        )
+    window = min(WINDOW_S, duration / 3)
+    print(
+        f"{'op':<8}{'calls':>8}{'errors':>8}{'error %':>9}{'calls/s':>9}"
+        f"{'p50 first':>11}{'p50 last':>10}{'p99 first':>11}{'p99 last':>10}  (ms; first and last {window:.0f} s)"
+    )
+    for op, _ in MIX:
+        calls = record.calls.get(op, [])
+        errors = record.errors.get(op, 0)
+        head = [lat * 1e3 for t, lat in calls if t < window]
+        tail = [lat * 1e3 for t, lat in calls if t >= duration - window]
+        total = len(calls) + errors
+
+        def cell(values: list[float], q: float) -> str:
+            return f"{percentile(values, q):.1f}" if values else "-"
+
+        print(
+            f"{op:<8}{len(calls):>8}{errors:>8}{100 * errors / max(total, 1):>9.2f}{len(calls) / duration:>9.1f}"
+            f"{cell(head, 0.5):>11}{cell(tail, 0.5):>10}{cell(head, 0.99):>11}{cell(tail, 0.99):>10}"
+        )
+
+
+async def run(duration: float, clients: int) -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-soak-"))
+    server = Server(data_dir, free_port())
+    server.start()
+    try:
+        await wait_ready(server.base)
+        key = (data_dir / "bootstrap-key").read_text().strip()
+        record = Record()
+        started = time.monotonic()
+        until = started + duration
+        await asyncio.gather(
+            sample_memory(server, record, started, until),
+            *(client(i, server.base, key, record, started, until) for i in range(clients)),
+        )
+        report(record, time.monotonic() - started, clients)
+    finally:
+        server.stop()
+    left = postgres_left(data_dir)
+    print(f"PostgreSQL processes left after the clean stop: {len(left)}")
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+    if args.duration < 30:
+        parser.error("--duration: at least 30 s")
+    asyncio.run(run(args.duration, args.clients))
+
+
+if __name__ == "__main__":
+    main()
