@@ -647,6 +647,58 @@ _POSITIVES: tuple[_Family, ...] = (
         ),
     ),
     (
+        "service_token",
+        lambda r: r.choice(
+            [
+                f"{r.randint(10**8, 10**10 - 1)}:AA{_chars(r, 33, _B64URL)}",
+                "pypi-AgEIcHlwaS5vcmc" + _chars(r, 60, _B64URL),
+                "dop_v1_" + _chars(r, 64, _HEX),
+                "shpat_" + _chars(r, 32, _HEX),
+                f"glsa_{_chars(r, 32, _B62)}_{_chars(r, 8, _HEX)}",
+                "lin_api_" + _chars(r, 40, _B62),
+                f"PMAK-{_chars(r, 24, _HEX)}-{_chars(r, 34, _HEX)}",
+                "dapi" + _chars(r, 32, _HEX),
+                "ATATT3" + _chars(r, 180, _B64URL),
+                f"ntn_{_chars(r, 11, string.digits)}{_chars(r, 35, _B62)}",
+            ]
+        ),
+        (
+            "Bot token for the alerts channel: {s}",
+            "Upload with twine using {s}",
+            "Das Token fürs Deployment: {s}",
+            "{s}",
+            "Le jeton du service : {s}",
+            "export SERVICE_TOKEN={s}",
+            "token de la API: {s}",
+            "Databricks PAT for the nightly job {s}",
+            "Jira API token (expires in a year): {s}",
+            "integration secret {s}",
+        ),
+    ),
+    (
+        "private_key",
+        lambda r: r.choice(
+            [
+                "AGE-SECRET-KEY-1" + _chars(r, 58, _UPPER_DIGITS),
+                "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\nPublic-Lines: 2\n"
+                f"{_chars(r, 64, _B62)}\n{_chars(r, 20, _B62)}\nPrivate-Lines: 1\n{_chars(r, 44, _B62)}",
+            ]
+        ),
+        ("Backup key for the archive: {s}", "Key file for the bastion:\n{s}"),
+    ),
+    (
+        "password_assignment",
+        _password,
+        (
+            "The password was changed to {s} after the audit.",
+            "Das Passwort wurde geändert auf {s}",
+            "Le mot de passe a été changé en {s}",
+            "password -> {s}",
+            "Passwort → {s}",
+            "Das WLAN-Passwort heißt {s}",
+        ),
+    ),
+    (
         "google_oauth",
         lambda r: "GOCSPX-" + _chars(r, 28, _B64URL),
         (

@@ -152,6 +152,11 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
     SecretKind("sendgrid_api_key", "a SendGrid API key"),
     SecretKind("twilio_key", "a Twilio API key or auth token"),
     SecretKind("npm_token", "an npm access token"),
+    SecretKind(
+        "service_token",
+        "an access token of a known service (Telegram, PyPI, DigitalOcean, Shopify, Grafana, Linear, "
+        "Postman, Databricks, Atlassian, Notion)",
+    ),
     SecretKind("huggingface_token", "a Hugging Face access token"),
     SecretKind("jwt", "a JSON Web Token"),
     SecretKind("private_key", "a private key"),
@@ -447,6 +452,24 @@ def _looks_random(value: str, *, mixed_case: bool = True) -> bool:
         return mean_token <= MAX_MEAN_TOKEN_LENGTH
     digits = len(_DIGIT.findall(value))
     return 0.15 <= digits / len(value) <= 0.6
+
+
+def _looks_random_lowercase(value: str) -> bool:
+    """A lowercase-and-digits token (``qpmfdepfl01y7hzo...``): `_looks_random` in one case, or, when
+    digits are scarce, few vowels. Random base36 letters are one-seventh vowels, words two-fifths: on
+    32-character samples this finds 99.4% of random tokens instead of 96.6%, and lets through 21% of
+    words run together with two to six digits instead of 18%."""
+    if not value.islower():
+        return False
+    if _looks_random(value, mixed_case=False):
+        return True
+    if len(value) < 24 or _HEX_ONLY.fullmatch(value) or len(_DIGIT.findall(value)) < 2:
+        return False
+    letters = [c for c in value if c.isalpha()]
+    vowels = sum(c in "aeiou" for c in letters)
+    if vowels > 0.25 * len(letters) or _shannon_entropy(value) < MIN_ENTROPY_BITS:
+        return False
+    return max((len(run) for run in _ALNUM_RUNS.findall(value)), default=0) >= MIN_ALNUM_RUN
 
 
 def _opaque_token(value: str) -> bool:
@@ -764,8 +787,12 @@ _PASSWORD_ANCHORS = (
 )  # fmt: skip
 # "the password for the router is X" in the languages above; "now" may follow the verb.
 _PROSE_VERB = (
-    r"(?:\s(?:is|was|ist|lautet|war|è|e|era|est|était|etait|es|é|foi|luidt|to|jest|är|ar|er|on|je)|\s?:)\s+"
+    r"(?:\s(?:is|was|ist|lautet|heißt|heisst|war|è|e|era|est|était|etait|es|é|foi|luidt|to|jest|är|ar|er|on|je"
+    r"|(?:changed|set|reset|updated)\s+to|geändert\s+(?:auf|in|zu)|changé\s+(?:en|pour)|cambiad[ao]\s+a"
+    r"|alterad[ao]\s+para|gewijzigd\s+in)|\s?(?::|->|→|=>))\s+"
     r"(?:(?:now|jetzt|nun|ora|maintenant|ahora|agora|nu|teraz|nå|nyt)\s+)?"
+    # "was changed to X": the value comes after the longer verb.
+    r"(?!(?:changed|set|reset|updated|been|geändert|changé|cambiad[ao]|alterad[ao]|gewijzigd)\b)"
 )
 _PROSE_VALUE = r"""(?P<v>"[^"\n]{1,100}"|'[^'\n]{1,100}'|`[^`\n]{1,100}`|[^\s"'`,;]{1,100})"""
 # Words for a secret, token or key, in the same languages; "key" words need a qualifier in prose
@@ -822,6 +849,20 @@ _ASSIGNED_VALUE = r"""(?P<v>"[^"\n]{0,200}"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s
 # The name may carry any prefix (db_password, PGPASSWORD, x-api-key) but must end the key:
 # ``password_policy=strict`` is not a password.
 _NAME_END_AND_SEPARATOR = r"""(?![A-Za-z0-9_-])["']?[ \t]*(?P<sep>:=|=>|=|:)[ \t]*"""
+
+# Prefixed tokens of other services, with the lowercase substring that says the shape may be there.
+_SERVICE_TOKENS = (
+    (r"\d{8,10}:AA[A-Za-z0-9_-]{33}", ":aa"),  # Telegram bot
+    (r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}", "pypi-"),
+    (r"do[opr]_v1_[a-f0-9]{64}", "_v1_"),  # DigitalOcean
+    (r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shp"),  # Shopify
+    (r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}", "gl"),  # Grafana
+    (r"lin_api_[A-Za-z0-9]{40}", "lin_api_"),  # Linear
+    (r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", "pmak-"),  # Postman
+    (r"dapi[a-f0-9]{32}(?:-\d)?", "dapi"),  # Databricks
+    (r"ATATT3[A-Za-z0-9_=-]{150,}", "atatt3"),  # Atlassian
+    (r"ntn_\d{11}[A-Za-z0-9]{35}", "ntn_"),  # Notion
+)
 
 _RULES: tuple[_Rule, ...] = (
     # This project's own keys (``store/keys.py``): ``mmk_<prefix>_<secret>``.
@@ -980,6 +1021,16 @@ _RULES: tuple[_Rule, ...] = (
         _value(_varied),
         not_after=_WORD,
     ),
+    *(
+        _Rule(
+            "service_token",
+            re.compile(rf"(?P<v>{shape})(?![A-Za-z0-9_-])"),
+            _value(_varied),
+            (hint,),
+            _WORD_DASH,
+        )
+        for shape, hint in _SERVICE_TOKENS
+    ),
     _Rule(
         "huggingface_token",
         re.compile(r"(?P<v>(?:hf|api_org)_[A-Za-z0-9]{30,40})(?![A-Za-z0-9_])"),
@@ -1000,6 +1051,13 @@ _RULES: tuple[_Rule, ...] = (
             r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:\\[nr]|\s)*"
             r"(?:Proc-Type:|Version:|[A-Za-z0-9+/=]{20})"
         ),
+    ),
+    _Rule(
+        "private_key",
+        re.compile(
+            r"AGE-SECRET-KEY-1[0-9A-Z]{58}|PuTTY-User-Key-File-\d+:[^\n]*\n(?:[^\n]*\n){0,40}?Private-Lines:"
+        ),
+        hints=("age-secret-key-1", "putty-user-key-file"),
     ),
     _Rule(
         "private_key",
@@ -1132,9 +1190,7 @@ def _generic_high_entropy(text: str) -> bool:
     for match in _CANDIDATE.finditer(text):
         candidate = match.group().rstrip("=")
         # Mixed case, or lowercase with digits (ULIDs and other uppercase ids stay out).
-        random_looking = _looks_random(candidate) or (
-            candidate.islower() and _looks_random(candidate, mixed_case=False)
-        )
+        random_looking = _looks_random(candidate) or _looks_random_lowercase(candidate)
         if not random_looking or _is_placeholder(candidate) or _is_public_or_id(text, match):
             continue
         line_start = text.rfind("\n", 0, match.start()) + 1
