@@ -1,18 +1,89 @@
-"""Input checks shared by every store function; each failure names the field."""
+"""Input checks and limits shared by every edge and store function; each failure names the field.
+
+The limits are the one source: the MCP tool annotations, the REST models and the store import them,
+so a value refused at the edge is refused for the same reason everywhere. Messages never repeat the
+input back: it may be a secret or someone's memory text.
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 
 from .errors import ValidationError
 
-SPACE_KEY_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SPACE_KEY_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 NAME_RE = SPACE_KEY_RE  # users and keys are named like Kubernetes objects
-EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-CATEGORY_RE = re.compile(r"^[\w][\w .:/-]*$")
-MAX_CONTENT = 2000
-MAX_LIMIT = 50
+EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+CATEGORY_RE = re.compile(r"[\w][\w .:/-]*")
+
+MAX_CONTENT = 2000  # one memory (the text of add_memory and of a forget request)
+MAX_QUERY = 2000  # a semantic search question
+MAX_KEYWORD = 200  # a literal keyword
+MAX_CATEGORY = 64
+MAX_SPACE_KEY = 63  # a Kubernetes object name
+MAX_NAME = 200  # display names
+MAX_LIMIT = 50  # results per page or per search
+# Pages beyond this are refused rather than passed on as an OFFSET: at the smallest page size it
+# still reaches the millionth memory (the largest space measured), and the offset stays far inside
+# PostgreSQL's bigint, which a page of 2**62 overflowed.
+MAX_PAGE = 1_000_000
+
+# NUL and the other C0/C1 control characters except tab, line feed and carriage return, and lone
+# surrogates (a JSON escape like \ud800 or CESU-8 bytes decode to one): PostgreSQL cannot store NUL,
+# UTF-8 cannot encode a surrogate, and the others are invisible terminal controls.
+_UNFIT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+# Letters that render as nothing: text made only of them, spaces and format characters says nothing.
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp"})
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored or sent on as text (NUL, a control character, a lone surrogate)."""
+    found = _UNFIT.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    where = f"(U+{ord(char):04X} at character {found.start() + 1})"
+    if char == "\x00":
+        return f"must not contain NUL characters {where}"
+    if "\ud800" <= char <= "\udfff":
+        return f"must be valid Unicode text: it holds a lone surrogate {where}"
+    return f"must not contain control characters other than tab and line breaks {where}"
+
+
+def is_visible(value: str) -> bool:
+    """Whether ``value`` holds at least one character that shows (not only spaces or format marks)."""
+    return any(
+        not ch.isspace()
+        and ch not in _BLANK_LETTERS
+        and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES
+        for ch in value
+    )
+
+
+def text_field(value: object, field: str, max_len: int) -> str:
+    """``value`` stripped, refused unless it is text of at most ``max_len`` characters that can be stored.
+
+    Blank text passes (as ``""``); callers that need something say so.
+    """
+    if not isinstance(value, str):
+        raise ValidationError(field, "must be a string")
+    value = value.strip()
+    if len(value) > max_len:
+        raise ValidationError(field, f"must be at most {max_len} characters, got {len(value)}")
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValidationError(field, problem)
+    return value
+
+
+def optional_text(value: object, field: str, max_len: int) -> str | None:
+    """Like :func:`text_field`, but ``None`` and blank text are ``None``."""
+    if value is None:
+        return None
+    return text_field(value, field, max_len) or None
 
 
 def parse_uuid(value: object, field: str) -> uuid.UUID:
@@ -21,11 +92,11 @@ def parse_uuid(value: object, field: str) -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
     except (ValueError, TypeError):
-        raise ValidationError(field, f"must be a UUID, got {str(value)[:80]!r}") from None
+        raise ValidationError(field, "must be a UUID") from None
 
 
 def space_key(value: str, field: str = "key") -> str:
-    if not isinstance(value, str) or len(value) > 63 or not SPACE_KEY_RE.match(value):
+    if not isinstance(value, str) or len(value) > MAX_SPACE_KEY or not SPACE_KEY_RE.fullmatch(value):
         raise ValidationError(
             field, "must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
         )
@@ -37,42 +108,48 @@ def object_name(value: str, field: str = "name") -> str:
 
 
 def email(value: str, field: str = "email") -> str:
-    if not isinstance(value, str) or len(value) > 254 or not EMAIL_RE.match(value):
+    if not isinstance(value, str) or len(value) > 254 or not EMAIL_RE.fullmatch(value):
         raise ValidationError(field, f"must be an email address, got {str(value)[:80]!r}")
     return value
 
 
-def non_empty(value: str, field: str, max_len: int = 200) -> str:
-    if not isinstance(value, str) or not value.strip():
+def non_empty(value: str, field: str, max_len: int = MAX_NAME) -> str:
+    value = text_field(value, field, max_len)
+    if not value:
         raise ValidationError(field, "must not be empty")
-    if len(value) > max_len:
-        raise ValidationError(field, f"must be at most {max_len} characters")
-    return value.strip()
+    return value
 
 
 def content(value: str, field: str = "content") -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(field, "must not be empty")
-    value = value.strip()
-    if len(value) > MAX_CONTENT:
-        raise ValidationError(field, f"must be at most {MAX_CONTENT} characters, got {len(value)}")
+    """The text of one memory: stripped, at most :data:`MAX_CONTENT` characters, something visible."""
+    value = non_empty(value, field, MAX_CONTENT)
+    if not is_visible(value):
+        raise ValidationError(field, "must contain visible text, not only spaces or invisible characters")
     return value
 
 
 def category(value: str | None, field: str = "category") -> str | None:
+    value = optional_text(value, field, MAX_CATEGORY)
     if value is None:
         return None
-    value = value.strip()
-    if not value:
-        return None
-    if len(value) > 64 or not CATEGORY_RE.match(value):
-        raise ValidationError(field, "must be 1-64 letters, digits, spaces or . : / - _")
+    if not CATEGORY_RE.fullmatch(value):
+        raise ValidationError(field, f"must be 1-{MAX_CATEGORY} letters, digits, spaces or . : / - _")
     return value.lower()
 
 
+def result_limit(value: int, field: str = "limit") -> int:
+    """A page size or search result count: an integer from 1 to :data:`MAX_LIMIT`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise ValidationError(field, f"must be an integer from 1 to {MAX_LIMIT}")
+    return value
+
+
+def page_number(value: int, field: str = "page") -> int:
+    """A page number: an integer from 1 to :data:`MAX_PAGE`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PAGE:
+        raise ValidationError(field, f"must be an integer from 1 to {MAX_PAGE}")
+    return value
+
+
 def paging(page: int, limit: int) -> tuple[int, int]:
-    if not isinstance(page, int) or page < 1:
-        raise ValidationError("page", "must be an integer >= 1")
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise ValidationError("limit", f"must be an integer from 1 to {MAX_LIMIT}")
-    return page, limit
+    return page_number(page), result_limit(limit)
