@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +18,8 @@ from .errors import AuthenticationFailed, Conflict, SpaceNotFound, ValidationErr
 from .models import Caller, Grant, Space, SpaceContext, SpaceSummary, User
 from .spaces import upsert_space
 from .users import upsert_user
+
+log = logging.getLogger(__name__)
 
 # --- authentication and space resolution --------------------------------------------------------
 
@@ -34,7 +37,10 @@ _DUMMY_HASH = keys.hash_key("mmk_0000000000_not-a-key")
 
 
 async def authenticate(db: Database, plaintext: str | None) -> Caller:
-    """Verify a presented key; every failure raises the same :class:`AuthenticationFailed`."""
+    """Verify a presented key; every failure raises the same :class:`AuthenticationFailed`.
+
+    Each failure is logged at warning with its reason and the key's lookup prefix, never the key.
+    """
     prefix = keys.prefix_of(plaintext or "")
     row: Any = None
     if prefix is not None:
@@ -45,10 +51,16 @@ async def authenticate(db: Database, plaintext: str | None) -> Caller:
     # Compare even when nothing was found so unknown prefixes cost the same as wrong secrets.
     ok = keys.matches(plaintext or "", row.key_hash if row else _DUMMY_HASH) and row is not None
     if not ok or row is None:
-        raise AuthenticationFailed()
+        if prefix is None:
+            raise _failed("malformed_key" if plaintext else "missing_key", None)
+        raise _failed("unknown_key" if row is None else "wrong_secret", prefix)
     now = datetime.now(UTC)
-    if row.revoked_at is not None or not row.active or (row.expires_at is not None and row.expires_at <= now):
-        raise AuthenticationFailed()
+    if row.revoked_at is not None:
+        raise _failed("revoked", prefix)
+    if row.expires_at is not None and row.expires_at <= now:
+        raise _failed("expired", prefix)
+    if not row.active:
+        raise _failed("inactive_user", prefix)
     user = User(row.user_id, row.u_name, row.email, row.display_name, Role(row.role), row.active)
     grants = tuple(
         Grant(
@@ -59,6 +71,13 @@ async def authenticate(db: Database, plaintext: str | None) -> Caller:
         for g in row.grants  # the driver decodes json
     )
     return Caller(user=user, key=key_from_row(row), grants=grants)
+
+
+def _failed(reason: str, prefix: str | None) -> AuthenticationFailed:
+    log.warning(
+        "authentication failed: %s", reason, extra={"fields": {"reason": reason, "key_prefix": prefix}}
+    )
+    return AuthenticationFailed(reason, prefix)
 
 
 def current_grant(caller: Caller) -> Grant | None:
