@@ -656,30 +656,13 @@ _password_assignment = _assignment(_password_like)
 _token_assignment = _assignment(_credential_like)
 
 
-# "key" alone is too common a name (``key=value``, ``sort key:``); it counts with a qualifier.
-_KEY_QUALIFIER = re.compile(
-    r"(?i:api|access|secret|private|signing|encryption|master|client|auth|app|account|hmac|webhook)[ _-]?$"
-)
-
-
-def _qualified_key(check: _Check) -> _Check:
-    """`check`, when the name matched is not a bare "key" (``api_key`` and "signing key" pass)."""
-
-    def qualified(match: re.Match[str]) -> bool:
-        start = match.start()
-        name = match.group("name")
-        if (
-            name is not None
-            and name.lower() == "key"
-            and not _KEY_QUALIFIER.search(match.string, max(0, start - 12), start)
-        ):
-            return False
-        return check(match)
-
-    return qualified
-
-
-_secret_assignment = _qualified_key(_token_assignment)
+# "key" alone is too common a name (``key=value``, ``sort key:``); it counts right after a qualifier.
+# Written as look-behinds (each of fixed width), so that a bare "key" fails at once.
+_KEY_QUALIFIERS = (
+    "api", "access", "secret", "private", "signing", "encryption", "master", "client", "auth", "app",
+    "account", "hmac", "webhook",
+)  # fmt: skip
+_QUALIFIED_KEY = "(?:" + "|".join(f"(?<={q})|(?<={q}[ _-])" for q in _KEY_QUALIFIERS) + ")key"
 
 
 def _curl_user(match: re.Match[str]) -> bool:
@@ -795,11 +778,9 @@ _PROSE_VERB = (
     r"(?!(?:changed|set|reset|updated|been|geändert|changé|cambiad[ao]|alterad[ao]|gewijzigd)\b)"
 )
 _PROSE_VALUE = r"""(?P<v>"[^"\n]{1,100}"|'[^'\n]{1,100}'|`[^`\n]{1,100}`|[^\s"'`,;]{1,100})"""
-# Words for a secret, token or key, in the same languages; "key" words need a qualifier in prose
-# ("the signing key is X", not "the key fix is X").
-_SECRET_NAMES = (
-    r"secret[oa]?|secrète|token|(?P<name>key)|jeton|geheime sleutel|geheimnis|segredo|segreto|токен|секрет"
-)
+# Words for a secret or token in the same languages; "key" counts only with a qualifier
+# (`_QUALIFIED_KEY`: "the signing key is X", not "the key fix is X").
+_SECRET_NAMES = r"secret[oa]?|secrète|token|jeton|geheime sleutel|geheimnis|segredo|segreto|токен|секрет"
 _SECRET_ANCHORS = ("key", "credential", "secr", "token", "jeton", "geheim", "segre", "токен", "секрет")
 _USER_SLASH_PASSWORD = re.compile(
     r"(?:login|credentials?|credenciai?s|credenciales|zugang(?:sdaten)?|anmeldedaten|identifiants|acceso|acesso)\b[^\n]{0,40}?[\s:]"
@@ -1131,14 +1112,14 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _any_case(
         "secret_assignment",
-        rf"(?P<name>secret|token|credentials?|key){_NAME_END_AND_SEPARATOR}{_ASSIGNED_VALUE}",
-        _secret_assignment,
+        rf"(?:secret|token|credentials?|{_QUALIFIED_KEY}){_NAME_END_AND_SEPARATOR}{_ASSIGNED_VALUE}",
+        _token_assignment,
         anchors=_SECRET_ANCHORS,
     ),
     _any_case(
         "secret_assignment",
-        rf"\b(?:{_SECRET_NAMES})\b[^\n.]{{0,40}}?{_PROSE_VERB}{_PROSE_VALUE}",
-        _qualified_key(_prose_value(_credential_like)),
+        rf"(?:\b(?:{_SECRET_NAMES})|{_QUALIFIED_KEY})\b[^\n.]{{0,40}}?{_PROSE_VERB}{_PROSE_VALUE}",
+        _prose_value(_credential_like),
         anchors=_SECRET_ANCHORS,
     ),
 )
