@@ -1,12 +1,17 @@
 """A deterministic corpus for credential detection: fake credentials in memory-like sentences, and
-ordinary sentences (English, German, Italian) that talk about credentials or contain harmless codes.
+ordinary sentences in fifteen languages that talk about credentials or contain harmless codes.
 
 Every credential is assembled at run time from seeded random characters in the right shape, so the
-repository holds no string that a secret scanner (or a person) could mistake for a real key. The same
-seed always yields the same corpus.
+repository holds no string that a secret scanner (or a person) could mistake for a real key (the
+AWS documentation keys, which the detector refuses on purpose, are the exception). The same seed
+always yields the same corpus. Some credentials are obfuscated the way people get them past
+scanners: invisible characters inside, Cyrillic or Greek look-alike letters, fullwidth or
+mathematical forms.
 
-- `positive_samples()` -> ``[(text, expected kind), ...]``: at least 60 credentials of 20+ kinds.
-- `negative_samples()` -> ``[text, ...]``: 250+ sentences that must not be refused.
+- `positive_samples()` -> ``[(text, expected kind), ...]``: the dev part, which the rules are tuned on.
+- `negative_samples()` -> ``[text, ...]``: 450+ sentences that must not be refused.
+- `held_out_positive_samples()`, `held_out_negative_samples()`: the held-out part, written before the
+  second version of the rules and never tuned on; it is only reported.
 - `acceptable_kinds(expected)`: the kinds a detector may report for a positive without being wrong
   (a bearer token that is also a JWT, a service-account JSON that also holds a PEM key, ...).
 """
