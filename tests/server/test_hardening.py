@@ -16,7 +16,7 @@ from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import validation
 from memory_mcp.store.embedded import APP_ROLE
 
-from memory_mcp.logs import JsonFormatter
+from memory_mcp.logs import JsonFormatter, TextFormatter
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, run_server
 
@@ -43,19 +43,18 @@ class CountingEmbedder:
 
 
 class Capture(logging.Handler):
-    def __init__(self) -> None:
+    def __init__(self, formatter: logging.Formatter) -> None:
         super().__init__()
-        self.setFormatter(JsonFormatter())
+        self.setFormatter(formatter)
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(self.format(record))
 
 
-@pytest.fixture
-def log_lines() -> Iterator[list[str]]:
-    """Every line the server logs while the test runs, as the JSON formatter writes it."""
-    capture = Capture()
+def capture_root(formatter: logging.Formatter) -> Iterator[list[str]]:
+    """Every line the server logs meanwhile (it runs in this process), as ``formatter`` writes it."""
+    capture = Capture(formatter)
     root = logging.getLogger()
     level = root.level
     root.addHandler(capture)
@@ -63,6 +62,16 @@ def log_lines() -> Iterator[list[str]]:
     yield capture.lines
     root.removeHandler(capture)
     root.setLevel(level)
+
+
+@pytest.fixture
+def log_lines() -> Iterator[list[str]]:
+    yield from capture_root(JsonFormatter())
+
+
+@pytest.fixture
+def text_log_lines() -> Iterator[list[str]]:
+    yield from capture_root(TextFormatter())
 
 
 @pytest.fixture
@@ -310,7 +319,7 @@ async def test_failed_keys_are_throttled_while_valid_keys_keep_working(
 
 
 async def test_a_server_fault_is_a_500_without_details_and_its_log_holds_no_data(
-    db_urls: tuple[str, str], embedder: Embedder, log_lines: list[str]
+    db_urls: tuple[str, str], embedder: Embedder, log_lines: list[str], text_log_lines: list[str]
 ) -> None:
     async with run_server(db_urls[0], embedder) as server:
         key = await writer_key(server)
@@ -336,6 +345,7 @@ async def test_a_server_fault_is_a_500_without_details_and_its_log_holds_no_data
         "InsufficientPrivilege" in fault["message"]
         and "Traceback (most recent call last)" in fault["exception"]
     )
-    text = "\n".join(log_lines)
-    assert MARKER not in text and key not in text
-    assert "[parameters:" not in text
+    for text in ("\n".join(log_lines), "\n".join(text_log_lines)):  # JSON, and plain text alike
+        assert "InsufficientPrivilege" in text and "Traceback (most recent call last)" in text
+        assert MARKER not in text and key not in text
+        assert "[parameters:" not in text
