@@ -54,13 +54,14 @@ class AccessDenied(StoreError):
 class SecretRefused(StoreError):
     """Content looks like a credential and was not stored."""
 
-    def __init__(self, kind: str, label: str) -> None:
+    def __init__(self, kind: str, label: str, field: str = "content") -> None:
         super().__init__(
-            f"refused: the content looks like {label}. Memories are shared with everyone in the space; "
+            f"refused: the {field} looks like {label}. Memories are shared with everyone in the space; "
             "store a reference to where the secret lives instead of the secret itself"
         )
         self.kind = kind
         self.label = label
+        self.field = field
 
 
 class Conflict(StoreError):

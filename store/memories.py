@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from . import validation
 from .audit import record
 from .db import Database, HalfVector
-from .errors import AccessDenied, NotFound, QuotaExceeded, SecretRefused
+from .errors import AccessDenied, Conflict, NotFound, QuotaExceeded, SecretRefused, ValidationError
 from .models import Caller, Document, ForgetResult, Memory, Page, SaveResult, SpaceContext
 from .secrets import find_secret
 
@@ -105,9 +106,82 @@ async def _fetch_memory(conn: AsyncConnection, where: str, params: dict[str, Any
     return memory_from_row(row) if row else None
 
 
+async def _fetch_memories(conn: AsyncConnection, where: str, params: dict[str, Any]) -> list[Memory]:
+    return [
+        memory_from_row(row) for row in await conn.execute(text(f"{MEMORY_SELECT} WHERE {where}"), params)
+    ]
+
+
 def _title_of(content: str) -> str:
     first = content.strip().splitlines()[0]
     return first if len(first) <= 80 else first[:77].rstrip() + "..."
+
+
+SHORT_ID_LEN = 8  # the id form the tools print: the first group of the UUID's hex digits
+_SHORT_ID = re.compile(r"[0-9a-f]{8}")
+
+
+def short_id(value: uuid.UUID | str) -> str:
+    """The short form of an id that the tools print and accept back (unique in practice per space)."""
+    return str(value)[:SHORT_ID_LEN]
+
+
+def id_range(value: str) -> tuple[uuid.UUID, uuid.UUID] | None:
+    """The UUIDs a short id stands for, as an index-friendly range; None if ``value`` is not one."""
+    value = value.strip().lower()
+    if not _SHORT_ID.fullmatch(value):
+        return None
+    return uuid.UUID(value + "0" * 24), uuid.UUID(value + "f" * 24)
+
+
+# What a save needs to know before it writes, in one round trip: a live memory with the same text,
+# the nearest live memory by meaning (a restatement candidate) and the space's quotas with the
+# counts they limit (counted only when a quota is set).
+_BEFORE_SAVE_SQL = f"""
+    SELECT
+      (SELECT m.id FROM memories m WHERE m.space_id = :s AND m.content_hash = :h AND {LIVE}) AS duplicate,
+      near.id AS near_id, near.similarity AS near_similarity,
+      s.key, s.max_memories, s.max_documents,
+      CASE WHEN s.max_memories IS NOT NULL THEN
+        (SELECT count(*) FROM memories m WHERE m.space_id = :s AND {LIVE}) END AS memories,
+      CASE WHEN s.max_documents IS NOT NULL THEN
+        (SELECT count(*) FROM documents d WHERE d.space_id = :s) END AS documents
+    FROM spaces s
+    LEFT JOIN LATERAL (
+      SELECT m.id, 1 - (m.embedding <=> CAST(:e AS halfvec)) AS similarity FROM memories m
+      WHERE m.space_id = :s AND {LIVE} AND m.embedding IS NOT NULL AND CAST(:e AS halfvec) IS NOT NULL
+      ORDER BY m.embedding <=> CAST(:e AS halfvec) LIMIT 1
+    ) near ON true
+    WHERE s.id = :s
+"""
+
+# The document and its memory in one statement.
+_INSERT_SQL = """
+    WITH d AS (
+      INSERT INTO documents (space_id, title, doc_type, status, content, summary, size_bytes, content_hash,
+                             created_by_user_id, updated_by_user_id)
+      VALUES (:s, :title, 'text', 'done', :c, :summary, :size, :h, :u, :u) RETURNING id
+    )
+    INSERT INTO memories (space_id, document_id, content, content_hash, category, version, supersedes_id,
+                          embedding, created_by_user_id, updated_by_user_id)
+    SELECT :s, d.id, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), :u, :u FROM d RETURNING id
+"""
+
+# How often a save looks again for what it supersedes after another save superseded it first (each
+# lost race means another save committed, so this bounds the writers racing on one fact).
+_SUPERSEDE_ATTEMPTS = 64
+
+
+def checked_content(content: str, category: str | None) -> tuple[str, str | None]:
+    """Content and category as they would be stored, or the reason they cannot be: shape, length
+    and credentials (the category too). Pure and cheap: callers run it before any embedding."""
+    content = validation.content(content)
+    category = validation.category(category)
+    for name, value in (("content", content), ("category", category)):
+        secret = find_secret(value) if value else None
+        if secret is not None:
+            raise SecretRefused(secret.kind, secret.label, field=name)
+    return content, category
 
 
 async def save_memory(
@@ -124,42 +198,46 @@ async def save_memory(
 
     Exact duplicates of a live memory return that memory. With an embedding and a
     ``supersede_threshold``, a live memory of the space whose meaning is that close is replaced by
-    a new version (kept as history); ``supersedes_id`` names the memory to replace explicitly.
+    a new version (kept as history); ``supersedes_id`` names the memory to replace explicitly. The
+    memory replaced is locked first, so concurrent restatements line up as one chain of versions
+    instead of forking it.
     """
-    content = validation.content(content)
-    category = validation.category(category)
     require_write(ctx)
-    secret = find_secret(content)
-    if secret is not None:
-        raise SecretRefused(secret.kind, secret.label)
+    content, category = checked_content(content, category)
     digest = content_hash(content)
     user_id = ctx.caller.user.id
     space_id = ctx.space.id
+    vector = HalfVector(embedding) if embedding is not None else None
     try:
         async with db.transaction([space_id]) as conn:
-            existing = await _fetch_memory(
-                conn, f"m.space_id = :s AND m.content_hash = :h AND {LIVE}", {"s": space_id, "h": digest}
-            )
-            if existing is not None:
-                return SaveResult(existing, created=False)
-            await _check_quota(conn, space_id)
-            old = await _superseded(conn, space_id, embedding, supersede_threshold, supersedes_id)
-            if old is not None:
+            for _ in range(_SUPERSEDE_ATTEMPTS):
+                before = (
+                    await conn.execute(text(_BEFORE_SAVE_SQL), {"s": space_id, "h": digest, "e": vector})
+                ).one()
+                if before.duplicate is not None:
+                    existing = await _fetch_memory(conn, "m.id = :id", {"id": before.duplicate})
+                    assert existing is not None
+                    return SaveResult(existing, created=False)
+                _check_quota(before)
+                old_id = supersedes_id
+                if old_id is None and supersede_threshold is not None and before.near_id is not None:
+                    old_id = before.near_id if before.near_similarity >= supersede_threshold else None
+                if old_id is None:
+                    old = None
+                    break
+                # Only a save that turns the old memory from latest to history may supersede it; one
+                # that finds it superseded already looks again (READ COMMITTED: the next statement
+                # sees the successor, which is then the nearest restatement).
+                old = await _retire(conn, space_id, old_id, user_id)
+                if old is not None:
+                    break
+                if supersedes_id is not None:
+                    raise NotFound("memory", str(supersedes_id))
+            else:
+                raise Conflict("the memory this restates kept changing; retry the save")
+            mem_id = (
                 await conn.execute(
-                    text(
-                        "UPDATE memories SET is_latest = false, updated_by_user_id = :u, updated_at = now() "
-                        "WHERE id = :id"
-                    ),
-                    {"u": user_id, "id": old.id},
-                )
-                category = category or old.category
-            doc_id = (
-                await conn.execute(
-                    text(
-                        "INSERT INTO documents (space_id, title, doc_type, status, content, summary, size_bytes, "
-                        "content_hash, created_by_user_id, updated_by_user_id) "
-                        "VALUES (:s, :title, 'text', 'done', :c, :summary, :size, :h, :u, :u) RETURNING id"
-                    ),
+                    text(_INSERT_SQL),
                     {
                         "s": space_id,
                         "title": _title_of(content),
@@ -168,33 +246,20 @@ async def save_memory(
                         "size": len(content.encode()),
                         "h": digest,
                         "u": user_id,
-                    },
-                )
-            ).scalar_one()
-            mem_id = (
-                await conn.execute(
-                    text(
-                        "INSERT INTO memories (space_id, document_id, content, content_hash, category, version, "
-                        "supersedes_id, embedding, created_by_user_id, updated_by_user_id) "
-                        "VALUES (:s, :d, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), :u, :u) RETURNING id"
-                    ),
-                    {
-                        "s": space_id,
-                        "d": doc_id,
-                        "c": content,
-                        "h": digest,
-                        "cat": category,
+                        "cat": category or (old.category if old else None),
                         "v": old.version + 1 if old else 1,
                         "sup": old.id if old else None,
-                        "e": HalfVector(embedding) if embedding is not None else None,
-                        "u": user_id,
+                        "e": vector,
                     },
                 )
             ).scalar_one()
-            memory = await _fetch_memory(conn, "m.id = :id", {"id": mem_id})
-            assert memory is not None
-            superseded = await _fetch_memory(conn, "m.id = :id", {"id": old.id}) if old else None
-            return SaveResult(memory, created=True, superseded=superseded)
+            rows = {
+                m.id: m
+                for m in await _fetch_memories(
+                    conn, "m.id = ANY(:ids)", {"ids": [mem_id, *([old.id] if old else [])]}
+                )
+            }
+            return SaveResult(rows[mem_id], created=True, superseded=rows[old.id] if old else None)
     except IntegrityError:
         # A concurrent save of the same content won the unique index: return its memory.
         async with db.transaction([space_id]) as conn:
@@ -206,59 +271,29 @@ async def save_memory(
         return SaveResult(existing, created=False)
 
 
-async def _check_quota(conn: AsyncConnection, space_id: uuid.UUID) -> None:
-    quota = (
-        await conn.execute(
-            text("SELECT key, max_memories, max_documents FROM spaces WHERE id = :s"), {"s": space_id}
-        )
-    ).one()
-    if quota.max_memories is None and quota.max_documents is None:
-        return  # the common case: no counting on the write path
-    counts = (
-        await conn.execute(
-            text(
-                "SELECT (SELECT count(*) FROM memories m WHERE m.space_id = :s AND m.is_latest "
-                " AND m.forgotten_at IS NULL) AS memories, "
-                "(SELECT count(*) FROM documents d WHERE d.space_id = :s) AS documents"
-            ),
-            {"s": space_id},
-        )
-    ).one()
-    if quota.max_memories is not None and counts.memories >= quota.max_memories:
-        raise QuotaExceeded(f"space '{quota.key}' holds its quota of {quota.max_memories} memories")
-    if quota.max_documents is not None and counts.documents >= quota.max_documents:
-        raise QuotaExceeded(f"space '{quota.key}' holds its quota of {quota.max_documents} documents")
+def _check_quota(before: Any) -> None:
+    if before.max_memories is not None and before.memories >= before.max_memories:
+        raise QuotaExceeded(f"space '{before.key}' holds its quota of {before.max_memories} memories")
+    if before.max_documents is not None and before.documents >= before.max_documents:
+        raise QuotaExceeded(f"space '{before.key}' holds its quota of {before.max_documents} documents")
 
 
-async def _superseded(
-    conn: AsyncConnection,
-    space_id: uuid.UUID,
-    embedding: Sequence[float] | None,
-    threshold: float | None,
-    supersedes_id: uuid.UUID | None,
+async def _retire(
+    conn: AsyncConnection, space_id: uuid.UUID, memory_id: uuid.UUID, user_id: uuid.UUID
 ) -> Memory | None:
-    if supersedes_id is not None:
-        old = await _fetch_memory(
-            conn, f"m.id = :id AND m.space_id = :s AND {LIVE}", {"id": supersedes_id, "s": space_id}
-        )
-        if old is None:
-            raise NotFound("memory", str(supersedes_id))
-        return old
-    if embedding is None or threshold is None:
-        return None
-    row = (
+    """Turn a live memory into history (row-locked); None if it is not live any more."""
+    retired = (
         await conn.execute(
             text(
-                "SELECT m.id, 1 - (m.embedding <=> CAST(:e AS halfvec)) AS similarity FROM memories m "
-                f"WHERE m.space_id = :s AND {LIVE} AND m.embedding IS NOT NULL "
-                "ORDER BY m.embedding <=> CAST(:e AS halfvec) LIMIT 1"
+                "UPDATE memories m SET is_latest = false, updated_by_user_id = :u, updated_at = now() "
+                f"WHERE m.id = :id AND m.space_id = :s AND {LIVE} RETURNING m.id"
             ),
-            {"e": HalfVector(embedding), "s": space_id},
+            {"u": user_id, "id": memory_id, "s": space_id},
         )
     ).first()
-    if row is None or row.similarity < threshold:
+    if retired is None:
         return None
-    return await _fetch_memory(conn, "m.id = :id", {"id": row.id})
+    return await _fetch_memory(conn, "m.id = :id", {"id": memory_id})
 
 
 async def forget_memory(
@@ -270,15 +305,21 @@ async def forget_memory(
     threshold: float = 0.75,
     margin: float = 0.05,
 ) -> ForgetResult:
-    """Soft-forget the memory ``content`` designates: its id, its exact text, or a clear best match.
+    """Soft-forget the memory ``content`` designates: its id (or short id), its exact text, or a clear
+    best match.
 
     Ambiguity forgets nothing and returns the candidates. History is kept; ``updatedBy`` records who.
+    Forgetting is idempotent: of concurrent forgets of one memory exactly one forgets it (and writes
+    the audit event); the others are told it was forgotten already.
     """
     content = validation.content(content)
     require_write(ctx)
     space_id = ctx.space.id
     async with db.transaction([space_id]) as conn:
-        target = await _forget_target(conn, space_id, content)
+        targets = await _forget_targets(conn, space_id, content)
+        if len(targets) > 1:
+            return ForgetResult(forgotten=None, candidates=tuple(targets[:5]))
+        target = targets[0] if targets else None
         if target is None:
             candidates = await forget_candidates(conn, space_id, content, embedding)
             if not candidates:
@@ -288,13 +329,20 @@ async def forget_memory(
             if best_score < threshold or best_score - runner_up < margin:
                 return ForgetResult(forgotten=None, candidates=tuple(m for m, _ in candidates[:5]))
             target = best
-        await conn.execute(
-            text(
-                "UPDATE memories SET forgotten_at = now(), updated_by_user_id = :u, updated_at = now() "
-                "WHERE id = :id"
-            ),
-            {"u": ctx.caller.user.id, "id": target.id},
-        )
+        # The row lock of this UPDATE orders concurrent forgets; those that come second find the
+        # memory forgotten and change nothing.
+        changed = (
+            await conn.execute(
+                text(
+                    "UPDATE memories SET forgotten_at = now(), updated_by_user_id = :u, updated_at = now() "
+                    "WHERE id = :id AND forgotten_at IS NULL RETURNING id"
+                ),
+                {"u": ctx.caller.user.id, "id": target.id},
+            )
+        ).first()
+        if changed is None:
+            forgotten = await _fetch_memory(conn, "m.id = :id", {"id": target.id})
+            return ForgetResult(forgotten=forgotten, already=True)
         await conn.execute(
             text("UPDATE documents SET updated_by_user_id = :u, updated_at = now() WHERE id = :d"),
             {"u": ctx.caller.user.id, "d": target.document_id},
@@ -307,28 +355,45 @@ async def forget_memory(
             str(target.id),
             space_id=space_id,
             actor_user_id=ctx.caller.user.id,
-            details={"content": target.content[:200]},
+            details={"chars": len(target.content)},
         )
         forgotten = await _fetch_memory(conn, "m.id = :id", {"id": target.id})
     return ForgetResult(forgotten=forgotten)
 
 
-async def _forget_target(conn: AsyncConnection, space_id: uuid.UUID, content: str) -> Memory | None:
-    """An unambiguous target: a memory id, or the exact text of a live memory."""
+async def _forget_targets(conn: AsyncConnection, space_id: uuid.UUID, content: str) -> list[Memory]:
+    """Unambiguous targets: a memory id or short id (one memory, or the several a short id fits), or
+    the exact text of a live memory. Empty when ``content`` is none of these.
+
+    An id finds its memory whether or not it was forgotten already (so a repeated forget says so);
+    an id of no memory of this space is not found, like a memory of another space.
+    """
+    span = id_range(content)
     try:
-        memory_id = uuid.UUID(content)
+        memory_id = uuid.UUID(content) if span is None else None
     except ValueError:
-        return await _fetch_memory(
-            conn,
-            f"m.space_id = :s AND m.content_hash = :h AND {LIVE}",
-            {"s": space_id, "h": content_hash(content)},
+        memory_id = None
+    if memory_id is not None:
+        found = await _fetch_memory(
+            conn, "m.id = :id AND m.space_id = :s AND m.is_latest", {"id": memory_id, "s": space_id}
         )
-    found = await _fetch_memory(
-        conn, f"m.id = :id AND m.space_id = :s AND {LIVE}", {"id": memory_id, "s": space_id}
+        if found is None:
+            raise NotFound("memory", content)
+        return [found]
+    if span is not None:
+        found_all = await _fetch_memories(
+            conn,
+            "m.id BETWEEN :lo AND :hi AND m.space_id = :s AND m.is_latest ORDER BY m.created_at DESC",
+            {"lo": span[0], "hi": span[1], "s": space_id},
+        )
+        if found_all:
+            return found_all
+    exact = await _fetch_memory(
+        conn,
+        f"m.space_id = :s AND m.content_hash = :h AND {LIVE}",
+        {"s": space_id, "h": content_hash(content)},
     )
-    if found is None:
-        raise NotFound("memory", content)
-    return found
+    return [exact] if exact is not None else []
 
 
 async def forget_candidates(
@@ -365,16 +430,34 @@ async def forget_candidates(
     return out
 
 
-async def list_memories(db: Database, ctx: SpaceContext, page: int = 1, limit: int = 10) -> Page[Memory]:
-    """All memories of the space, newest first, old versions and forgotten ones included."""
+# What ``list_memories`` can show, by the state of a memory.
+MEMORY_STATUSES = {
+    "live": LIVE,
+    "superseded": "NOT m.is_latest",
+    "forgotten": "m.forgotten_at IS NOT NULL",
+    "all": "true",
+}
+
+
+async def list_memories(
+    db: Database, ctx: SpaceContext, page: int = 1, limit: int = 10, status: str = "live"
+) -> Page[Memory]:
+    """The space's memories in one state (live ones by default), newest first."""
     page, limit = validation.paging(page, limit)
+    condition = MEMORY_STATUSES.get(status)
+    if condition is None:
+        raise ValidationError("status", f"must be one of {', '.join(MEMORY_STATUSES)}")
     async with db.transaction([ctx.space.id]) as conn:
         total = (
-            await conn.execute(text("SELECT count(*) FROM memories WHERE space_id = :s"), {"s": ctx.space.id})
+            await conn.execute(
+                text(f"SELECT count(*) FROM memories m WHERE m.space_id = :s AND {condition}"),
+                {"s": ctx.space.id},
+            )
         ).scalar_one()
         rows = await conn.execute(
             text(
-                f"{MEMORY_SELECT} WHERE m.space_id = :s ORDER BY m.created_at DESC, m.id LIMIT :l OFFSET :o"
+                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {condition} "
+                "ORDER BY m.created_at DESC, m.id LIMIT :l OFFSET :o"
             ),
             {"s": ctx.space.id, "l": limit, "o": (page - 1) * limit},
         )
@@ -400,16 +483,22 @@ async def list_documents(db: Database, ctx: SpaceContext, page: int = 1, limit: 
 
 
 async def get_document(db: Database, caller: Caller, document_id: str | uuid.UUID) -> Document:
-    """One document from any space the key can read; anything else is simply not found."""
-    doc_id = validation.parse_uuid(document_id, "documentId")
+    """One document (by id or short id) from any space the key can read; anything else is not found."""
+    span = id_range(str(document_id))
+    lo, hi = span or (validation.parse_uuid(document_id, "documentId"),) * 2
     async with db.transaction(caller.readable_space_ids) as conn:
-        row = (
+        rows = (
             await conn.execute(
-                text(f"SELECT {DOCUMENT_COLS}, d.content {DOCUMENT_FROM} WHERE d.id = :id"), {"id": doc_id}
+                text(
+                    f"SELECT {DOCUMENT_COLS}, d.content {DOCUMENT_FROM} WHERE d.id BETWEEN :lo AND :hi LIMIT 2"
+                ),
+                {"lo": lo, "hi": hi},
             )
-        ).first()
-        if row is None:
-            raise NotFound("document", str(doc_id))
+        ).all()
+        if len(rows) != 1:  # none, or a short id that fits two documents
+            raise NotFound("document", str(document_id))
+        row = rows[0]
+        doc_id = row.id
         memory_ids = (
             await conn.execute(
                 text("SELECT id FROM memories WHERE document_id = :d ORDER BY created_at"), {"d": doc_id}
@@ -419,10 +508,10 @@ async def get_document(db: Database, caller: Caller, document_id: str | uuid.UUI
 
 
 async def recent_memories(db: Database, ctx: SpaceContext, limit: int = 20) -> list[Memory]:
-    """Most recently created memories of the space, in any state."""
+    """The most recently created live memories of the space."""
     async with db.transaction([ctx.space.id]) as conn:
         rows = await conn.execute(
-            text(f"{MEMORY_SELECT} WHERE m.space_id = :s ORDER BY m.created_at DESC LIMIT :l"),
+            text(f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} ORDER BY m.created_at DESC LIMIT :l"),
             {"s": ctx.space.id, "l": limit},
         )
         return [memory_from_row(r) for r in rows]

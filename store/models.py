@@ -137,6 +137,7 @@ class SaveResult:
 class ForgetResult:
     forgotten: Memory | None
     candidates: tuple[Memory, ...] = ()  # when ambiguous, nothing is forgotten
+    already: bool = False  # the memory had been forgotten before (by this or a concurrent request)
 
 
 T = TypeVar("T")

@@ -62,7 +62,8 @@ async def test_forget_keeps_history_and_names_who_forgot(db: Database) -> None:
     assert result.forgotten is not None and result.forgotten.id == saved.id
     assert result.forgotten.forgotten_at is not None
     assert result.forgotten.created_by == "Author" and result.forgotten.updated_by == "Other Member"
-    page = await memories.list_memories(db, author)
+    assert (await memories.list_memories(db, author)).items == []  # live ones by default
+    page = await memories.list_memories(db, author, status="forgotten")
     assert [m.id for m in page.items] == [saved.id]  # history stays listable
     events = await audit.list_events(db, "memory.forgotten")
     assert events and events[0].target_id == str(saved.id) and events[0].actor == "user:other-member"
@@ -98,8 +99,9 @@ async def test_new_version_supersedes_and_both_remain_listable(db: Database) -> 
     new = result.memory
     assert new.version == 2 and new.supersedes_id == old.id and new.category == "release"
     assert result.superseded is not None and not result.superseded.is_latest
-    listed = {m.id: m for m in (await memories.list_memories(db, ctx)).items}
+    listed = {m.id: m for m in (await memories.list_memories(db, ctx, status="all")).items}
     assert set(listed) == {old.id, new.id}
+    assert [m.id for m in (await memories.list_memories(db, ctx, status="superseded")).items] == [old.id]
     assert listed[new.id].is_latest and not listed[old.id].is_latest
 
 

@@ -49,7 +49,7 @@ async def test_a_close_restatement_supersedes_and_a_look_alike_fact_does_not(
     unrelated = await save(db, ctx, embedder, "Contractors submit their invoices through the vendor portal.")
     assert look_alike.superseded is None and unrelated.superseded is None
 
-    history = {m.id: m for m in (await memories.list_memories(db, ctx, limit=50)).items}
+    history = {m.id: m for m in (await memories.list_memories(db, ctx, limit=50, status="all")).items}
     assert {first.id, restated.memory.id, again.memory.id} <= set(history)
     assert not history[first.id].is_latest and not history[restated.memory.id].is_latest
     hits = (
