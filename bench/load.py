@@ -14,6 +14,7 @@ once every session is open and has made one call. The last two columns are the C
 server process and PostgreSQL spent per call during the run (Linux: read from /proc).
 
     python -m bench.load [--seconds 8] [--memories 1000] [--clients 1,4,16] [--client python,node]
+    python -m bench.load --tools add_memory --client python      # concurrent saves
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -170,7 +172,20 @@ def argument_choices(tool: str) -> list[dict[str, Any]]:
         return [{"query": q, "includeProfile": False, "limit": 10} for q in QUERIES]
     if tool == "listMemories":
         return [{"page": page, "limit": 10} for page in range(1, 6)]
+    if tool == "add_memory":
+        return [{"category": topic} for topic in TOPICS]  # the content is new on every call
     return [{}]
+
+
+def arguments(tool: str, choices: list[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
+    """One call's arguments; a save gets a sentence no earlier call saved (a duplicate is a lookup)."""
+    args = dict(rng.choice(choices))
+    if tool == "add_memory":
+        args["content"] = (
+            f"The {rng.choice(TOPICS)} service {rng.choice(VERBS)} {rng.choice(THINGS)} "
+            f"since change {uuid.uuid4().hex[:12]}."
+        )
+    return args
 
 
 NODE_CLIENT = Path(__file__).parent / "ts" / "load.mjs"
@@ -192,7 +207,7 @@ async def run_clients(
     stop_at = 0.0
 
     async def call(client: Client, rng: random.Random) -> None:
-        result = await client.call_tool(tool, rng.choice(choices))
+        result = await client.call_tool(tool, arguments(tool, choices, rng))
         if result.is_error:
             raise RuntimeError(f"{tool} failed: {result.content}")
 

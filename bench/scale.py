@@ -257,7 +257,7 @@ async def ann_recall(
 ) -> tuple[float, float, float]:
     """Recall@10 of semantic search against exact search; median and p99 latency in ms."""
     # Semantic ranks only: no full text, no recency, no newer-first reordering.
-    semantic = replace(params, fulltext=False, recency_weight=0.0, same_subject_similarity=1.0)
+    semantic = replace(params, fulltext=False)
     found, ms = 0.0, []
     for vector, truth in zip(vectors, exact, strict=True):
         started = time.perf_counter()

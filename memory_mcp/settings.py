@@ -62,11 +62,7 @@ class Settings(BaseSettings):
     # HNSW candidate list: at 1M memories recall@10 against exact search was 0.81-0.85 at 40 and
     # 0.95-0.97 at both 100 and 200, with the same latency.
     hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
-    # Reciprocal rank fusion constant (the usual 60; 10 and 30 measured within a query of it).
-    rrf_k: int = Field(default=60, ge=1)
-    # A tie-breaker towards newer memories, smaller than one rank step at the top: larger values
-    # lowered recall@1, since when a memory was saved says little about whether it answers.
-    recency_weight: float = Field(default=0.0002, ge=0)
+    # The other search defaults live in store.search.SearchParams, measured on two benchmarks.
     # Auto-supersede only near-verbatim restatements; forget only a clear winner. Each model spreads
     # similarities differently: unset, these take the embedding backend's defaults, which
     # embedder/backends.py lists with the measurements behind them.
@@ -75,9 +71,9 @@ class Settings(BaseSettings):
     )
     forget_threshold: float = Field(default=SIMILARITY_DEFAULTS[DEFAULT_BACKEND].forget_threshold, ge=0, le=1)
     forget_margin: float = Field(default=SIMILARITY_DEFAULTS[DEFAULT_BACKEND].forget_margin, ge=0, le=1)
-    # Tokens of profile per search: 600 answers 4% of queries the top 10 missed (300: 1%, 1200: 8%)
-    # for about four times the tokens of the results themselves.
-    profile_token_budget: int = Field(default=600, ge=50, le=20000)
+    # Tokens of profile per search (includeProfile, the default): the profile leaves out what the
+    # results show, so this is all it adds to an answer. Small, because it rides on every search.
+    profile_token_budget: int = Field(default=250, ge=50, le=20000)
 
     # Largest request body of the JSON routes (REST and /mcp): a memory is at most 2,000 characters,
     # so 1 MiB leaves ample room for JSON escapes while a 20 MB body is refused unread (413).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from sqlalchemy import text
@@ -19,13 +21,23 @@ class Profile:
     tokens: int
 
 
+# What one profile line costs beyond its text (a short id and the quoting), in tokens.
+LINE_TOKENS = 6
+
+
 def estimate_tokens(content: str) -> int:
     """Roughly four characters a token for English-like text; never less than one."""
     return max(1, (len(content) + 3) // 4)
 
 
-async def build_profile(db: Database, ctx: SpaceContext, token_budget: int = 600) -> Profile:
-    """Half the budget for stable facts, the rest for recent ones (unused stable budget rolls over)."""
+async def build_profile(
+    db: Database, ctx: SpaceContext, token_budget: int = 250, exclude: Collection[uuid.UUID] = ()
+) -> Profile:
+    """Half the budget for stable facts, the rest for recent ones (unused stable budget rolls over).
+
+    Memories in ``exclude`` (what the answer shows already, e.g. the search results) are left out,
+    and each line is counted with its overhead, so the profile never costs more than the budget.
+    """
     async with db.transaction([ctx.space.id]) as conn:
         stable_rows = await conn.execute(
             text(
@@ -47,18 +59,18 @@ async def build_profile(db: Database, ctx: SpaceContext, token_budget: int = 600
     recent_ids = {m.id for m in recent_candidates[:5]}
     for memory in stable_candidates:
         # The newest few belong to "recent"; a fact must have been recalled or be older to be stable.
-        if memory.id in recent_ids:
+        if memory.id in recent_ids or memory.id in exclude:
             continue
-        cost = estimate_tokens(memory.content)
+        cost = estimate_tokens(memory.content) + LINE_TOKENS
         if used + cost > token_budget // 2:
             continue  # one long memory must not keep shorter stable facts out
         stable.append(memory)
         used += cost
     chosen = {m.id for m in stable}
     for memory in recent_candidates:
-        if memory.id in chosen:
+        if memory.id in chosen or memory.id in exclude:
             continue
-        cost = estimate_tokens(memory.content)
+        cost = estimate_tokens(memory.content) + LINE_TOKENS
         if used + cost > token_budget:
             continue
         recent.append(memory)

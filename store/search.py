@@ -10,7 +10,6 @@ bench.scale`` (latency); docs/performance.md has the figures.
 from __future__ import annotations
 
 import functools
-import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,46 +41,61 @@ _STOPWORDS_BY_LANGUAGE = {
 STOPWORDS = sorted({word for words in _STOPWORDS_BY_LANGUAGE.values() for word in words.split()})
 # The same list as an SQL constant: part of the statement, not a parameter dumped on every search
 # (it was 3.5% of a search call's server CPU), and written compactly (see ``_search_sql``).
-_STOPWORDS_SQL = "string_to_array('" + " ".join(STOPWORDS).replace("'", "''") + "', ' ')"
+# Single letters are left out of it: the statement drops them by length first.
+_STOPWORDS_SQL = (
+    "string_to_array('" + " ".join(w for w in STOPWORDS if len(w) > 1).replace("'", "''") + "', ' ')"
+)
 MAX_TERMS = 32
 
 
 @dataclass(frozen=True)
 class SearchParams:
-    """Tuning knobs; defaults chosen by the retrieval benchmark (docs/performance.md)."""
+    """Tuning knobs. Each default was measured on two benchmarks, the public LoCoMo conversations
+    (``bench/locomo.py``, tuned on its five dev conversations only) and the generated team dataset
+    (``bench/retrieval.py``); docs/performance.md has the figures."""
 
     # HNSW candidate list per scan step: recall vs latency, measured by bench/scale.py.
     ef_search: int = 100
-    # Reciprocal rank fusion constant. 60 is the usual value; 10 and 30 measured within one query
-    # of it on recall@10, and a larger k keeps fused scores comparable for the newer-first rule.
-    rrf_k: int = 60
-    # Added to a just-saved memory's score, halving every ``recency_half_life_days``. Kept below the
-    # gap between neighbouring ranks at the top (1/61 - 1/62 = 0.00026), so it breaks near-ties
-    # towards newer memories but never outvotes relevance: at 0.002 (eight ranks' worth) recall@1
-    # fell from 0.63 to 0.56, because when a memory was written says little about whether it answers.
-    recency_weight: float = 0.0002
-    recency_half_life_days: float = 30.0
-    # How many candidates each mode contributes to the fusion.
+    # How many candidates each ranked list (semantic, full text, keyword) contributes. Every
+    # candidate then gets both scores, whichever list found it. LoCoMo dev hit@10 was the same at
+    # 30, 50 and 100.
     candidates: int = 50
-    # A keyword or category filter passed by at most this many memories is searched exactly
-    # (see _semantic); above it, the HNSW scan finds enough matches on its own.
-    exact_below: int = 20000
-    # Full text reads at most this many memories per query word before ranking (see _fulltext):
-    # at 100k memories 1000 gave p50 27 ms, 200 gave 14 ms; recall on the retrieval benchmark was
-    # the same even at 20, since the words that decide a ranking are the rare ones.
+    # Score-aware fusion: cosine similarity plus ``lexical_weight`` times the share of the query's
+    # full-text weight a memory holds (its coverage, 0-1). Ranks alone (reciprocal rank fusion)
+    # throw away how far apart two results are: on LoCoMo dev plain RRF reached hit@10 0.668 at
+    # k = 60 (0.736 at k = 10); this fusion 0.782. Relative to the best full-text score among the
+    # candidates instead of the query's own weight, LoCoMo was the same (0.784) but the generated
+    # benchmark lost 1.3 points: a weak lexical match then counts as much as a strong one. Weight
+    # 0.4: LoCoMo 0.770, generated 0.793; 0.6: 0.782 and 0.783.
+    lexical_weight: float = 0.6
+    # Full text scores a memory by the inverse document frequency of the query words it holds
+    # (BM25 with term frequency 1 and no length normalisation: b = 0 measured best on LoCoMo dev,
+    # 0.3 lost a point, 0.75 two). An alphabetic word longer than ``prefix_chars`` matches by its
+    # first ``prefix_chars`` letters ("supported" finds "supportive"), a stemmer that needs no
+    # language; words with digits (codes) match exactly. 5 measured best (4, 6, 7: within a point;
+    # whole words: 1.5 points lower).
+    prefix_chars: int = 5
+    # Document frequencies are counted up to these caps, so a common word in a million-memory
+    # space costs a bounded amount of work (a word in more than ``df_cap`` memories gets the
+    # weight of one in exactly that many: it decides little either way).
+    df_cap: int = 2000
+    space_cap: int = 100000
+    # Full text reads at most this many memories per query word before scoring: rare words (codes,
+    # names) are always read in full, and a memory holding a rare word is found through it.
     rows_per_term: int = 200
-    # Two results at least this similar to each other (cosine of their embeddings) are taken to be
-    # about the same subject, and the newer one is put above the older one if its own score is
-    # within ``newer_within`` of it: a correction outranks the fact it corrects even when it was
-    # not saved as a new version. Auto-supersede cannot do this at save time (correction pairs and
-    # unrelated look-alikes overlap in similarity); at query time both stay visible, only the order
-    # changes, and the query has to rank both before the rule applies. Measured on the retrieval
-    # benchmark (corrected first of the 40 correction queries / overall recall@1): within 0.85,
-    # 32 / 0.630; 0.75, 33 / 0.620; 0.7, 34 / 0.620 (34 of the 35 that return either version);
-    # 0.5, 34 / 0.587. Similarity 0.55 instead of 0.6 gave 36 but recall@1 0.603: look-alikes
-    # that are not corrections move too.
-    same_subject_similarity: float = 0.6
-    newer_within: float = 0.7
+    # A keyword or category filter passed by at most this many memories is searched exactly
+    # (see _semantic_sql); above it, the HNSW scan finds enough matches on its own.
+    exact_below: int = 20000
+    # No rule reorders results by age. Corrections are versions, made at write time (supersede):
+    # search sees only the latest. A query-time rule that put the newer of two similar results first
+    # went: at cosine >= 0.6 (most turns of one conversation) it cost LoCoMo dev 12 points of hit@10;
+    # at 0.9 it held LoCoMo but moved no generated correction up and cost exact quotes 0.15 of R@1.
+    # A recency tie-breaker went too (no measurable effect on either benchmark).
+    # The relevance floor: a result is "matching" when its cosine similarity reaches
+    # ``min_similarity`` or it holds ``min_coverage`` of the query's full-text weight (a code or a
+    # name the embedding misses); below both it is only the closest there is.
+    min_similarity: float = 0.3
+    min_coverage: float = 0.5
     # Off only to measure semantic search on its own (bench/retrieval.py compares the modes).
     fulltext: bool = True
 
@@ -92,6 +106,7 @@ class SearchHit:
     score: float
     modes: tuple[str, ...]  # which of semantic / fulltext / keyword / category matched
     similarity: float | None = None
+    matching: bool = True  # above the relevance floor (see SearchParams.min_similarity)
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,10 @@ class SearchResult:
     hits: list[SearchHit]
     modes: tuple[str, ...]
     fallback: str | None = None  # why a mode was skipped, e.g. the embedder being down
+
+    @property
+    def matching(self) -> int:
+        return sum(h.matching for h in self.hits)
 
 
 def like_pattern(keyword: str) -> str:
@@ -121,20 +140,15 @@ async def search_memories(
     """Rank the space's live memories for a question, a literal keyword and/or a category.
 
     Pass ``query_embedding`` for semantic recall; without it (the embedder being down) the query is
-    answered by full text alone and ``fallback`` says why.
+    answered by full text alone and ``fallback`` says why. Results come back in score order.
     """
     params = params or SearchParams()
-    query = (query or "").strip() or None
-    keyword = (keyword or "").strip() or None
+    query = validation.optional_text(query, "query", validation.MAX_QUERY)
+    keyword = validation.optional_text(keyword, "keyword", validation.MAX_KEYWORD)
     category = validation.category(category)
     if query is None and keyword is None and category is None:
         raise ValidationError("query", "give at least one of query, keyword or category")
-    if query is not None and len(query) > 2000:
-        raise ValidationError("query", "must be at most 2000 characters")
-    if keyword is not None and len(keyword) > 200:
-        raise ValidationError("keyword", "must be at most 200 characters")
-    if not 1 <= limit <= validation.MAX_LIMIT:
-        raise ValidationError("limit", f"must be an integer from 1 to {validation.MAX_LIMIT}")
+    limit = validation.result_limit(limit)
 
     filters = [f"m.space_id = %(s)s AND {LIVE}"]
     bind: dict[str, Any] = {"s": ctx.space.id, "k": params.candidates}
@@ -151,18 +165,26 @@ async def search_memories(
         bind["exact_below"] = params.exact_below
     where = " AND ".join(filters)
 
-    # The ranked lists this search fuses. Full text is also the fallback when there is no vector. A
-    # keyword is a literal promise, so its matches are a list of their own even beside a question:
-    # an approximate index scan may stop before a rare match, and a code rarely shares words with
-    # the question around it. Like full text, that lexical list is left out when semantic search is
-    # measured on its own.
+    # The ranked lists whose candidates are scored. Full text is also the fallback when there is no
+    # vector. A keyword is a literal promise, so its matches are a list of their own even beside a
+    # question: an approximate index scan may stop before a rare match, and a code rarely shares
+    # words with the question around it.
+    semantic = query is not None and query_embedding is not None
+    lexical = query is not None and (params.fulltext or query_embedding is None)
     lists: list[str] = []
-    if query is not None and query_embedding is not None:
+    if semantic:
         lists.append("semantic")
-        bind["e"] = HalfVector(query_embedding)
-    if query is not None and (params.fulltext or query_embedding is None):
+        bind["e"] = HalfVector(query_embedding)  # type: ignore[arg-type]
+    if lexical:
         lists.append("fulltext")
-        bind.update(q=query, max_terms=MAX_TERMS, per_term=params.rows_per_term)
+        bind.update(
+            q=query,
+            max_terms=MAX_TERMS,
+            per_term=params.rows_per_term,
+            prefix=params.prefix_chars,
+            df_cap=params.df_cap,
+            space_cap=params.space_cap,
+        )
     if query is None or (keyword is not None and params.fulltext):
         lists.append("filter")
         bind["kwraw"] = keyword
@@ -170,54 +192,55 @@ async def search_memories(
     # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
     # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
     hnsw = {"hnsw.ef_search": str(int(params.ef_search)), "hnsw.iterative_scan": "relaxed_order"}
-    newer_first = query is not None and params.same_subject_similarity < 1.0
     bind.update(
-        rrf_k=params.rrf_k,
-        recency=params.recency_weight,
-        decay=math.log(2) / params.recency_half_life_days,
-        # Candidates beyond the limit come back too: a newer same-subject memory ranked below it
-        # may still be moved above the older one it corrects.
-        top=3 * limit,
+        # Without a vector, full text is the whole score.
+        lexw=params.lexical_weight if semantic else 1.0,
+        top=limit,
     )
-    if newer_first:
-        bind.update(within=params.newer_within, distance=1.0 - params.same_subject_similarity)
     async with (
         db.driver_transaction([ctx.space.id], settings=hnsw) as pg,
         pg.cursor(row_factory=namedtuple_row) as cur,
     ):
-        sql = _search_sql(tuple(lists), where, bool(filter_modes), keyword is not None, newer_first)
+        sql = _search_sql(tuple(lists), where, bool(filter_modes), keyword is not None)
         await cur.execute(sql, bind)
         rows: list[Any] = await cur.fetchall()
-    # Row i is candidate i: every candidate is a visible row of this statement's own snapshot.
-    pairs = [(row.i, newer) for row in rows for newer in row.newer or ()]
-    hits = [
-        SearchHit(
-            memory=memory_from_row(row),
-            score=round(row.score, 6),
-            modes=tuple(row.modes or ()) + tuple(filter_modes),
-            similarity=round(row.similarity, 4) if row.similarity is not None else None,
-        )
-        for row in (rows[i] for i in _newer_above_older(len(rows), pairs)[:limit])
-    ]
+    hits = [_hit(row, filter_modes, params, semantic) for row in rows]
     modes = tuple(m for m in lists if m != "filter") + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)
+
+
+def _hit(row: Any, filter_modes: list[str], params: SearchParams, semantic: bool) -> SearchHit:
+    """A result row as a hit, judged against the relevance floor.
+
+    A literal keyword or category match is what was asked for, so it always matches; so does any
+    full-text match when there is no vector to judge meaning by (the embedder being down).
+    """
+    coverage = row.lex / row.total if row.total else 0.0
+    matching = (
+        bool(filter_modes)
+        or (row.sim is not None and row.sim >= params.min_similarity)
+        or coverage >= params.min_coverage
+        or (not semantic and row.lex > 0)
+    )
+    return SearchHit(
+        memory=memory_from_row(row),
+        score=round(row.score, 4),
+        modes=tuple(row.modes or ()) + tuple(filter_modes),
+        similarity=round(row.sim, 4) if semantic and row.sim is not None else None,
+        matching=matching,
+    )
 
 
 def _semantic_sql(where: str, filtered: bool) -> str:
     """Nearest neighbours by cosine distance (at most ``k``), read through the HNSW index.
 
-    The transaction enables relaxed-order iterative scans, which return rows slightly out of
-    distance order; ``_LIST_SELECT`` numbers them by distance. A selective filter (a rare category,
-    a keyword: at most ``exact_below`` rows pass it) is searched with exact distances instead: the
-    HNSW scan would walk the whole neighbourhood of the query to find those rows and stop at its
-    scan limits first (at 1M memories a 1% category kept 55% of the true top 10). ``+ 0`` keeps the
-    planner from ordering that variant through the HNSW index anyway. The row count is an init
-    plan, so only one of the two scans runs.
+    A selective filter (a rare category, a keyword: at most ``exact_below`` rows pass it) is
+    searched with exact distances instead: the HNSW scan would walk the whole neighbourhood of the
+    query to find those rows and stop at its scan limits first (at 1M memories a 1% category kept
+    55% of the true top 10). ``+ 0`` keeps the planner from ordering that variant through the HNSW
+    index anyway. The row count is an init plan, so only one of the two scans runs.
     """
-    scan = (
-        "SELECT m.id, m.created_at, m.embedding <=> CAST(%(e)s AS halfvec) AS distance FROM memories m "
-        f"WHERE {where} AND m.embedding IS NOT NULL"
-    )
+    scan = f"SELECT m.id FROM memories m WHERE {where} AND m.embedding IS NOT NULL"
     if not filtered:
         return f"semantic AS ({scan} ORDER BY m.embedding <=> CAST(%(e)s AS halfvec) LIMIT %(k)s)"
     few = (
@@ -233,102 +256,93 @@ def _semantic_sql(where: str, filtered: bool) -> str:
 
 
 def _fulltext_sql(where: str) -> str:
-    """Memories sharing words with the query, by coverage: the share of the query's words they hold.
+    """The query's words with their wts, and the memories holding the heaviest share of them.
 
     The query is split by PostgreSQL's own parser (``to_tsvector('simple', ...)``), so it splits
     exactly like the stored text: "INC-61839" is 'inc' and '-61839' on both sides, which a
     regular-expression tokenizer gets wrong. Single characters and stopwords carry no signal; each
-    remaining word becomes a quoted tsquery operand (quotes doubled, backslashes escaped).
+    remaining word becomes a quoted tsquery operand (quotes doubled, backslashes escaped), a prefix
+    operand when it is an alphabetic word longer than ``prefix`` letters.
 
-    An OR of the words finds everything that shares one, which for a question is mostly noise
-    ("need", "team"); ordering by coverage first puts a memory holding every word of a quoted code
-    or phrase above one that shares a single common word, and the fusion weighs each match by its
-    squared coverage (a memory holding 1 of 5 words counts 1/25 of a full match).
-
-    Each word contributes at most ``per_term`` rows before ranking, so a common word in a
-    million-memory space costs a bounded amount of work: rare words (codes, names) are always read
-    in full, and a memory holding a rare word is found through it.
+    A word's weight is its inverse document frequency in the space (the BM25 form), counted up to
+    ``df_cap`` memories; a word no memory holds drops out. Each word contributes at most
+    ``per_term`` rows as candidates; every candidate is then scored on all the words.
     """
     return (
         "terms AS MATERIALIZED ("
-        "  SELECT CAST('''' || replace(replace(w.lexeme, '\\', '\\\\'), '''', '''''') || '''' AS tsquery) AS q"
-        "  FROM unnest(to_tsvector('simple', %(q)s)) w"
+        "  SELECT DISTINCT CAST(CASE WHEN length(lexeme) > %(prefix)s AND lexeme ~ '^[[:alpha:]]+$'"
+        "    THEN left(lexeme, %(prefix)s) || ':*'"
+        "    ELSE '''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''' END AS tsquery) AS q"
+        "  FROM (SELECT w.lexeme FROM unnest(to_tsvector('simple', %(q)s)) w"
         f"  WHERE length(w.lexeme) >= 2 AND w.lexeme <> ALL({_STOPWORDS_SQL})"
-        "  ORDER BY w.positions[1] LIMIT %(max_terms)s"
+        "  ORDER BY w.positions[1] LIMIT %(max_terms)s) words"
+        "), wts AS MATERIALIZED ("
+        "  SELECT t.q, ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN"
+        f"  (SELECT count(*) AS n FROM (SELECT 1 FROM memories m WHERE {where} LIMIT %(space_cap)s) x) s"
+        "  CROSS JOIN LATERAL (SELECT count(*) AS df FROM"
+        f"    (SELECT 1 FROM memories m WHERE {where} AND m.tsv @@ t.q LIMIT %(df_cap)s) x) d WHERE d.df > 0"
         "), fulltext AS ("
-        "  SELECT m.id, m.created_at, (SELECT count(*) FROM terms t WHERE m.tsv @@ t.q) AS matched,"
-        "    ts_rank_cd(m.tsv, (SELECT CAST(string_agg(CAST(q AS text), ' | ') AS tsquery) FROM terms), 1) AS rank"
-        "  FROM memories m WHERE m.id IN ("
-        "    SELECT x.id FROM terms t CROSS JOIN LATERAL ("
-        f"      SELECT m.id FROM memories m WHERE {where} AND m.tsv @@ t.q LIMIT %(per_term)s) x)"
-        "  ORDER BY matched DESC, rank DESC, m.created_at DESC LIMIT %(k)s)"
+        "  SELECT m.id FROM memories m WHERE m.id IN ("
+        "    SELECT x.id FROM wts w CROSS JOIN LATERAL ("
+        f"      SELECT m.id FROM memories m WHERE {where} AND m.tsv @@ w.q LIMIT %(per_term)s) x)"
+        "  ORDER BY (SELECT sum(w.idf) FROM wts w WHERE m.tsv @@ w.q) DESC, m.created_at DESC LIMIT %(k)s)"
     )
 
 
 def _filter_sql(where: str, keyword: bool) -> str:
-    """Keyword and/or category alone: closest literal matches first, then newest."""
-    closeness = "word_similarity(%(kwraw)s, m.content)" if keyword else "0"
+    """Keyword and/or category matches: closest literal matches first, then newest."""
+    closeness = "word_similarity(%(kwraw)s, m.content) DESC, " if keyword else ""
     return (
-        f"filtered AS (SELECT m.id, m.created_at, {closeness} AS closeness FROM memories m WHERE {where} "
-        "ORDER BY closeness DESC, m.created_at DESC LIMIT %(k)s)"
+        f"filtered AS (SELECT m.id FROM memories m WHERE {where} "
+        f"ORDER BY {closeness}m.created_at DESC LIMIT %(k)s)"
     )
 
 
-# Each list's rows, numbered in rank order, tagged with the list's place among the lists (the order
-# of ``modes``). ``value`` is the cosine distance of a semantic match and the number of query words
-# a full-text match holds (out of ``terms``).
-_LIST_SELECT = {
-    "semantic": "SELECT 'semantic' AS list, 0 AS n, row_number() OVER (ORDER BY distance) AS ord, id, "
-    "created_at, distance AS value, 0 AS terms FROM semantic",
-    "fulltext": "SELECT 'fulltext' AS list, 1 AS n, "
-    "row_number() OVER (ORDER BY matched DESC, rank DESC, created_at DESC) AS ord, id, created_at, "
-    "CAST(matched AS float8) AS value, (SELECT count(*) FROM terms) AS terms FROM fulltext",
-    "filter": "SELECT 'filter' AS list, 2 AS n, row_number() OVER (ORDER BY closeness DESC, created_at DESC) "
-    "AS ord, id, created_at, 0 AS value, 0 AS terms FROM filtered",
-}
+_LIST_CTE = {"semantic": "semantic", "fulltext": "fulltext", "filter": "filtered"}
 
-# Weighted reciprocal rank fusion plus a small recency term. Each list adds weight / (rrf_k + rank):
-# semantic and filter matches weigh 1, full-text matches their squared coverage (see
-# ``_fulltext_sql``). Ranks rather than raw scores, because cosine similarity and text rank live on
-# unrelated scales; the weight keeps a one-word overlap from counting as much as a quoted phrase.
-# The recency term halves every ``recency_half_life_days`` (``decay`` is ln 2 / half-life).
-_FUSE_SQL = (
-    "fused AS ("
-    "  SELECT id, max(created_at) AS created_at,"
-    "    sum(CASE WHEN list = 'fulltext' THEN power(value / terms, 2) ELSE 1 END / (%(rrf_k)s + ord)) AS rrf,"
-    "    max(1 - value) FILTER (WHERE list = 'semantic') AS similarity,"
-    "    array_agg(list ORDER BY n) FILTER (WHERE list <> 'filter') AS modes"
-    "  FROM ranked GROUP BY id"
-    "), scored AS ("
-    "  SELECT *, rrf + %(recency)s * exp(-greatest(extract(epoch FROM now() - created_at) / 86400, 0) * %(decay)s)"
-    "    AS score FROM fused"
-    "), top AS MATERIALIZED ("
-    "  SELECT row_number() OVER (ORDER BY score DESC, created_at DESC) - 1 AS i, id, score, similarity, modes"
-    "  FROM (SELECT * FROM scored ORDER BY score DESC, created_at DESC LIMIT %(top)s) best"
-    ")"
-)
 
-# Same-subject pairs among the top candidates (see ``SearchParams.same_subject_similarity``): for
-# each one, the positions of the newer candidates whose embedding is that close and whose score is
-# within ``newer_within`` of its own. The candidates' rows are read once by primary key
-# (MATERIALIZED, so the planner cannot turn the self-join into a walk over every later memory of
-# the space); memories without a vector pair with nothing.
-_PAIRS_SQL = (
-    ", vectors AS MATERIALIZED ("
-    "  SELECT t.i, t.score, m.created_at, m.embedding FROM top t JOIN memories m ON m.id = t.id"
-    "  WHERE m.embedding IS NOT NULL)"
-)
-_NEWER_SQL = (
-    "(SELECT array_agg(b.i) FROM vectors a JOIN vectors b ON b.created_at > a.created_at"
-    "  WHERE a.i = t.i AND b.score >= %(within)s * a.score AND (a.embedding <=> b.embedding) <= %(distance)s)"
-)
+def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
+    """Every candidate of every list with both scores, and the fused score.
+
+    ``similarity`` is the cosine similarity to the query, ``lex`` the full-text weight of the query
+    words the memory holds (``total``: of all of them), ``closeness`` how closely the literal
+    keyword matches (the whole score of a search without a question). The fused score is
+    similarity + ``lexw`` x lex / total (the coverage of the query's weight).
+    """
+    candidates = " UNION ".join(f"SELECT id FROM {_LIST_CTE[name]}" for name in lists)
+    similarity = (
+        "1 - (m.embedding <=> CAST(%(e)s AS halfvec))" if "semantic" in lists else "CAST(NULL AS float8)"
+    )
+    lex, total = "0.0", "0.0"
+    if "fulltext" in lists:
+        lex = "(SELECT coalesce(sum(w.idf), 0) FROM wts w WHERE m.tsv @@ w.q)"
+        total = "(SELECT coalesce(sum(idf), 0) FROM wts)"
+    closeness = "word_similarity(%(kwraw)s, m.content)" if keyword else "0"
+    in_semantic = "m.id IN (SELECT id FROM semantic)" if "semantic" in lists else "false"
+    if "semantic" in lists or "fulltext" in lists:
+        relevance = "coalesce(sim, 0) + %(lexw)s * coalesce(lex / nullif(total, 0), 0)"
+    else:
+        relevance = "closeness"
+    return (
+        f"cand AS ({candidates}), scored AS MATERIALIZED ("
+        f"  SELECT m.id, m.created_at, {similarity} AS sim, {lex} AS lex,"
+        f"    {total} AS total, {closeness} AS closeness, {in_semantic} AS sem"
+        "  FROM cand c JOIN memories m ON m.id = c.id"
+        "), fused AS ("
+        f"  SELECT *, {relevance} AS score FROM scored"
+        "), top AS MATERIALIZED ("
+        "  SELECT row_number() OVER (ORDER BY score DESC, created_at DESC) - 1 AS i, id, score, sim,"
+        "    lex, total, array_remove(ARRAY[CASE WHEN sem THEN 'semantic' END,"
+        "    CASE WHEN lex > 0 THEN 'fulltext' END], NULL) AS modes"
+        "  FROM (SELECT * FROM fused ORDER BY score DESC, created_at DESC LIMIT %(top)s) best"
+        ")"
+    )
 
 
 @functools.lru_cache(maxsize=64)
-def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: bool, newer_first: bool) -> str:
-    """The whole ranking as one statement (one round trip): every ranked list, their fusion, the
-    best ``top`` candidates as memory rows in fused order, and with ``newer_first`` each row's
-    same-subject newer candidates, for ``_newer_above_older``.
+def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: bool) -> str:
+    """The whole ranking as one statement (one round trip): every ranked list, the candidates'
+    scores and their fusion, and the best ``top`` candidates as memory rows in score order.
 
     Built once per shape of search, with runs of spaces collapsed: the driver caches its parsing of
     a statement only up to 4096 characters (no literal in these statements holds two spaces).
@@ -338,34 +352,11 @@ def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: boo
         "fulltext": lambda: _fulltext_sql(where),
         "filter": lambda: _filter_sql(where, keyword),
     }
-    ranked = " UNION ALL ".join(_LIST_SELECT[name] for name in lists)
     return " ".join(
-        f"WITH {', '.join(ctes[name]() for name in lists)}, ranked AS ({ranked}), {_FUSE_SQL}"
-        f"{_PAIRS_SQL if newer_first else ''} "
-        f"SELECT t.i, t.score, t.similarity, t.modes, {_NEWER_SQL if newer_first else 'NULL'} AS newer, r.* "
+        f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, keyword)} "
+        "SELECT t.i, t.score, t.sim, t.lex, t.total, t.modes, r.* "
         f"FROM top t CROSS JOIN LATERAL ({MEMORY_SELECT} WHERE m.id = t.id) r ORDER BY t.i".split()
     )
-
-
-def _newer_above_older(count: int, pairs: list[tuple[int, int]]) -> list[int]:
-    """An order of ``count`` candidates in which each pair's newer one stands above its older one.
-
-    Each move puts one memory directly above another; a bounded number of passes settles chains (a
-    fact corrected twice) without looping on a cycle of near-ties.
-    """
-    order = list(range(count))
-    position = list(range(count))  # position[i]: where candidate i stands now
-    for _ in range(count if pairs else 0):
-        for older, newer in pairs:
-            if position[newer] > position[older]:
-                break
-        else:
-            break
-        above, below = position[older], position[newer]
-        order.insert(above, order.pop(below))
-        for place in range(above, below + 1):  # only the moved span changed places
-            position[order[place]] = place
-    return order
 
 
 async def record_recalls(db: Database, counts: dict[tuple[uuid.UUID, uuid.UUID], int]) -> None:
