@@ -11,11 +11,12 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from memory_mcp.store import validation
 from memory_mcp.store.errors import AuthenticationFailed, StoreError
 from memory_mcp.store.models import Caller
-from pydantic import AnyHttpUrl, BaseModel, Field
+from pydantic import AnyHttpUrl, BaseModel, Field, ValidationError
 
 from memory_mcp import metrics
 
@@ -40,12 +41,12 @@ _current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 ContainerTag = Annotated[
     str | None,
     Field(
-        description="Space key to use for this call only (see listSpaces). Omit to use the active space.",
-        max_length=63,
+        description="Space key for this call only; default: the active space",
+        max_length=validation.MAX_SPACE_KEY,
     ),
 ]
-Page = Annotated[int, Field(ge=1, description="Page number, from 1")]
-Limit = Annotated[int, Field(ge=1, le=50, description="Results per page (1-50)")]
+Page = Annotated[int, Field(ge=1, le=validation.MAX_PAGE)]
+Limit = Annotated[int, Field(ge=1, le=validation.MAX_LIMIT)]
 
 
 class KeyVerifier:
@@ -57,8 +58,8 @@ class KeyVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
             caller = await self.service.authenticate(token)
-        except AuthenticationFailed:
-            metrics.AUTH_FAILURES.labels(reason="invalid_key").inc()
+        except AuthenticationFailed as exc:
+            metrics.AUTH_FAILURES.labels(reason=exc.reason).inc()
             return None
         _current_caller.set(caller)
         return AccessToken(
@@ -94,7 +95,7 @@ async def _call(
         outcome = "ok"
         return CallToolResult(
             content=[TextContent(type="text", text=text(result))],
-            structured_content=result.model_dump(mode="json"),
+            structured_content=result.model_dump(mode="json", exclude_none=True),
         )
     except StoreError as exc:
         outcome = exc.__class__.__name__
@@ -106,9 +107,100 @@ async def _call(
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
+# What a rejected argument's pydantic error type means, in words (its input is never repeated).
+_PROBLEMS: dict[str, str] = {
+    "missing": "required",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_too_long": "must be at most {max_length} characters",
+    "string_too_short": "must be at least {min_length} characters",
+    "less_than_equal": "must be at most {le}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "greater_than": "must be greater than {gt}",
+    "literal_error": "must be one of {expected}",
+    "extra_forbidden": "is not an argument of this tool",
+}
+
+
+def argument_problems(exc: ValidationError) -> str:
+    """``field: problem`` for each rejected argument, without the values or library links."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        field = ".".join(str(part) for part in error["loc"]) or "arguments"
+        template = _PROBLEMS.get(error["type"])
+        try:
+            problem = template.format(**error.get("ctx", {})) if template else error["msg"].lower()
+        except (KeyError, IndexError):
+            problem = error["msg"].lower()
+        parts.append(f"{field}: {problem}")
+    return "; ".join(parts)
+
+
+def _compact_input(schema: dict[str, Any]) -> dict[str, Any]:
+    """An input schema without titles, and with optional arguments as their plain type."""
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        prop = {k: v for k, v in prop.items() if k != "title"}
+        branches = prop.pop("anyOf", None) if prop.get("default", "") is None else None
+        if branches:
+            prop.pop("default")
+            (other,) = [b for b in branches if b != {"type": "null"}]
+            prop.update(other)
+        properties[name] = prop
+    out = {k: v for k, v in schema.items() if k not in ("title", "properties")}
+    return {**out, "properties": properties}
+
+
+def _shallow_output(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema of the top-level fields only: nested results are declared as objects.
+
+    Every tool's full schema repeated the same memory and document definitions (two thirds of
+    ``tools/list``); the field lists of nested objects are in docs/clients.md and the REST OpenAPI.
+    """
+
+    def shallow(prop: dict[str, Any]) -> dict[str, Any]:
+        if "$ref" in prop:
+            return {"type": "object"}
+        if prop.get("type") == "array":
+            items = prop.get("items", {})
+            return {"type": "array", "items": {"type": "object" if "$ref" in items else items.get("type")}}
+        return {"type": prop["type"]}
+
+    properties = {name: shallow(prop) for name, prop in schema.get("properties", {}).items()}
+    return {"type": "object", "properties": properties}
+
+
+class MemoryMCPServer(MCPServer):
+    """The SDK's server, with argument errors that read ``field: problem`` and a compact ``tools/list``
+    (19.6k characters before, see ``_shallow_output``)."""
+
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.input_schema = _compact_input(tool.input_schema)
+            if tool.output_schema is not None:
+                tool.output_schema = _shallow_output(tool.output_schema)
+        return tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {argument_problems(cause)}") from cause
+            raise
+
 
 def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
-    mcp = MCPServer(
+    mcp = MemoryMCPServer(
         "memory-mcp",
         instructions=(
             "Memory-MCP keeps a team's memories in spaces. Use search_memory to recall before answering, "
@@ -129,12 +221,17 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         annotations=READ_ONLY,
     )
     async def search_memory(
-        query: Annotated[str | None, Field(description="Natural-language question", max_length=2000)] = None,
-        keyword: Annotated[str | None, Field(description="Literal text to match", max_length=200)] = None,
-        category: Annotated[
-            str | None, Field(description="Only memories with this category", max_length=64)
+        query: Annotated[
+            str | None, Field(description="Natural-language question", max_length=validation.MAX_QUERY)
         ] = None,
-        includeProfile: Annotated[bool, Field(description="Add stable and recent profile context")] = True,
+        keyword: Annotated[
+            str | None, Field(description="Literal text to match", max_length=validation.MAX_KEYWORD)
+        ] = None,
+        category: Annotated[
+            str | None,
+            Field(description="Only memories with this category", max_length=validation.MAX_CATEGORY),
+        ] = None,
+        includeProfile: Annotated[bool, Field(description="Add the space profile")] = True,
         containerTag: ContainerTag = None,
         limit: Limit = 10,
     ) -> Annotated[CallToolResult, SearchOut]:
@@ -149,13 +246,23 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         name="add_memory",
         description="Save a durable fact to a space (action=save, the default), or forget an outdated one "
         "(action=forget with its text or id). Exact duplicates return the existing memory.",
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+        # Forgetting retires a memory (soft: history is kept), so the tool is not free of destruction.
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+        ),
     )
     async def add_memory(
-        content: Annotated[str, Field(description="The fact to save, or the memory (text or id) to forget")],
+        content: Annotated[
+            str,
+            Field(
+                description="The fact to save, or the memory (text, id or short id) to forget",
+                max_length=validation.MAX_CONTENT,
+            ),
+        ],
         action: Annotated[Literal["save", "forget"], Field(description="save or forget")] = "save",
         category: Annotated[
-            str | None, Field(description="Optional tag for later filtering", max_length=64)
+            str | None,
+            Field(description="Optional tag for later filtering", max_length=validation.MAX_CATEGORY),
         ] = None,
         containerTag: ContainerTag = None,
     ) -> Annotated[CallToolResult, AddOut]:
@@ -185,7 +292,9 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         annotations=READ_ONLY,
     )
     async def get_document(
-        documentId: Annotated[str, Field(description="Document id from listDocuments or a memory")],
+        documentId: Annotated[
+            str, Field(description="Document id (or short id) from listDocuments or a memory", max_length=64)
+        ],
     ) -> Annotated[CallToolResult, DocumentDetailOut]:
         return await _call(
             "getDocument", service, lambda c: service.get_document(c, documentId), render.document
@@ -193,16 +302,22 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
 
     @mcp.tool(
         name="listMemories",
-        description="Browse the memories of a space, newest first, with versions and source document ids.",
+        description="Browse the memories of a space, newest first (live ones unless `status` says otherwise).",
         annotations=READ_ONLY,
     )
     async def list_memories(
-        page: Page = 1, limit: Limit = 10, containerTag: ContainerTag = None
+        page: Page = 1,
+        limit: Limit = 10,
+        containerTag: ContainerTag = None,
+        status: Annotated[
+            Literal["live", "superseded", "forgotten", "all"],
+            Field(description="Which memories to list"),
+        ] = "live",
     ) -> Annotated[CallToolResult, MemoriesOut]:
         return await _call(
             "listMemories",
             service,
-            lambda c: service.list_memories(c, page, limit, containerTag),
+            lambda c: service.list_memories(c, page, limit, containerTag, status),
             render.memories,
         )
 
@@ -260,7 +375,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         "memory-mcp://memories",
         name="memories",
         mime_type="text/plain",
-        description="The most recently created memories (any status) of the active space",
+        description="The most recently created live memories of the active space",
     )
     async def memories_resource() -> str:
         return render.memories(await _resource(service.recent_memories))

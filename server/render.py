@@ -1,6 +1,16 @@
-"""Human-readable text for every result: what the model reads beside the structured content."""
+"""Human-readable text for every result: what the model reads beside the structured content.
+
+Every answer is written for a reader who pays per token: one data notice, then one line per memory
+with a short id the tools accept back, the memory's text quoted (``> ``) so it reads as data, and
+only the attribution that differs between lines (what all lines share is said once, above them).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from memory_mcp.store.memories import short_id
 
 from .schemas import (
     PROVENANCE_NOTICE,
@@ -9,7 +19,9 @@ from .schemas import (
     DocumentsOut,
     MemoriesOut,
     MemoryOut,
+    ProfileItemOut,
     ProfileOut,
+    SearchHitOut,
     SearchOut,
     SelectSpaceOut,
     SpacesOut,
@@ -18,46 +30,96 @@ from .schemas import (
 
 
 def _quote(text: str) -> str:
-    """Indent memory text as a quotation so it reads as data, not as part of the answer."""
-    return "\n".join("    > " + line for line in text.splitlines() or [""])
+    """Memory text as a quotation, every line of it, so it reads as data and not as the answer."""
+    return "\n".join("> " + line for line in text.splitlines() or [""])
 
 
-def _memory(m: MemoryOut, extra: str = "") -> str:
-    meta = f"[{m.id}] v{m.version}"
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
+
+
+def _byline(who: str | None, when: datetime) -> str:
+    return f"{who or 'unknown'}, {when:%Y-%m-%d}"
+
+
+def _shared_byline(items: Sequence[SearchHitOut | MemoryOut]) -> str | None:
+    """The author and day of every item, when they are all the same."""
+    lines = {_byline(m.createdBy, m.createdAt) for m in items}
+    return lines.pop() if len(lines) == 1 else None
+
+
+def _hit(h: SearchHitOut, byline: bool) -> str:
+    meta = [short_id(h.id)]
+    if h.similarity is not None:
+        meta.append(f"{h.similarity:.2f}".removeprefix("0"))
+    if h.version:
+        meta.append(f"v{h.version}")
+    if h.category:
+        meta.append(f"#{h.category}")
+    if byline:
+        meta.append(f"({_byline(h.createdBy, h.createdAt)})")
+    return ("" if h.matching else "~") + " ".join(meta) + " " + _quote(h.content)
+
+
+def _memory(m: MemoryOut, byline: bool = True) -> str:
+    meta = [short_id(m.id), f"v{m.version}"]
+    if m.status != "live":
+        meta.append(f"[{m.status}]")
     if m.category:
-        meta += f" #{m.category}"
-    if m.forgotten:
-        meta += " (forgotten)"
-    elif not m.isLatest:
-        meta += " (superseded)"
-    who = m.createdBy or "unknown"
-    if m.updatedBy and m.updatedBy != m.createdBy:
-        who += f", updated by {m.updatedBy}"
-    return f"- {meta}{extra} by {who}, {m.createdAt:%Y-%m-%d}\n{_quote(m.content)}"
+        meta.append(f"#{m.category}")
+    if byline:
+        who = _byline(m.createdBy, m.createdAt)
+        if m.updatedBy and m.updatedBy != m.createdBy:
+            who += f"; updated by {m.updatedBy}"
+        meta.append(f"({who})")
+    return " ".join(meta) + " " + _quote(m.content)
+
+
+def _profile_item(m: ProfileItemOut) -> str:
+    return f"{short_id(m.id)}{f' #{m.category}' if m.category else ''} {_quote(m.content)}"
+
+
+def _profile_lines(p: ProfileOut, beside_results: bool) -> list[str]:
+    if not p.stable and not p.recent:
+        return [] if beside_results else [f"Space '{p.space}' holds no memories yet."]
+    lines = [f"Profile of space '{p.space}'{' (not repeating the results)' if beside_results else ''}:"]
+    if p.stable:
+        lines.append("Stable:")
+        lines += [_profile_item(m) for m in p.stable]
+    if p.recent:
+        lines.append("Recent:")
+        lines += [_profile_item(m) for m in p.recent]
+    return lines
 
 
 def profile(p: ProfileOut) -> str:
-    lines = [f"Profile of space '{p.space}' ({p.tokens} tokens)."]
-    if p.stable:
-        lines.append("Stable facts:")
-        lines += [_memory(m) for m in p.stable]
-    if p.recent:
-        lines.append("Recent:")
-        lines += [_memory(m) for m in p.recent]
-    if not p.stable and not p.recent:
-        lines.append("No memories yet.")
-    return "\n".join(lines)
+    return "\n".join([PROVENANCE_NOTICE, *_profile_lines(p, beside_results=False)])
 
 
 def search(r: SearchOut) -> str:
+    """The results, best first; those below the relevance floor are marked ``~`` (or, when nothing
+    clears it, introduced as the closest there is)."""
     lines = [PROVENANCE_NOTICE]
     if r.fallback:
         lines.append(f"Note: {r.fallback}")
+    shared = _shared_byline(r.results)
+    legend = "id similarity > text" if r.results and r.results[0].similarity is not None else "id > text"
+    if shared:
+        legend += f"; all by {shared}"
+    if not r.results:
+        lines.append(f"No memory in space '{r.space}' matches.")
+    elif r.matching == 0:
+        lines.append(f"No memory in space '{r.space}' matches well; the {r.count} closest ({legend}):")
+    elif r.matching < r.count:
+        lines.append(
+            f"{_plural(r.matching, 'matching memory')} and {r.count - r.matching} weaker (~) "
+            f"in space '{r.space}' ({legend}):"
+        )
+    else:
+        lines.append(f"{_plural(r.count, 'matching memory')} in space '{r.space}' ({legend}):")
+    lines += [_hit(h, byline=shared is None) for h in r.results]
     if r.profile is not None:
-        lines.append(profile(r.profile))
-    lines.append(f"{r.count} matching memor{'y' if r.count == 1 else 'ies'} in space '{r.space}':")
-    for h in r.results:
-        lines.append(_memory(h, f" score {h.score:.4f} ({'+'.join(h.matchedModes)})"))
+        lines += _profile_lines(r.profile, beside_results=True)
     return "\n".join(lines)
 
 
@@ -71,15 +133,22 @@ def add(r: AddOut) -> str:
     if r.candidates:
         lines.append("Candidates (nothing was forgotten; repeat with the exact text or the id):")
         lines += [_memory(m) for m in r.candidates]
+    if r.memory is not None or r.candidates:
+        lines.insert(0, PROVENANCE_NOTICE)
     return "\n".join(lines)
 
 
 def documents(r: DocumentsOut) -> str:
     p = r.pagination
-    lines = [f"Documents in space '{r.space}' (page {p.page}, {len(r.documents)} of {p.total}):"]
+    lines = [
+        PROVENANCE_NOTICE,
+        f"Documents in space '{r.space}' (page {p.page}, {len(r.documents)} of {p.total}; "
+        "id type status date, then the title and summary):",
+    ]
     for d in r.documents:
+        summary = "" if d.summary == d.title else "\n" + _quote(d.summary)
         lines.append(
-            f"- [{d.id}] {d.title} ({d.type}, {d.status}, {d.createdAt:%Y-%m-%d})\n{_quote(d.summary)}"
+            f"{short_id(d.id)} {d.type} {d.status} {d.createdAt:%Y-%m-%d} {_quote(d.title)}{summary}"
         )
     if p.hasMore:
         lines.append(f"More on page {p.page + 1}.")
@@ -87,29 +156,31 @@ def documents(r: DocumentsOut) -> str:
 
 
 def document(d: DocumentDetailOut) -> str:
+    summary = "" if d.summary == d.content else f"Summary:\n{_quote(d.summary)}\n"
     return (
-        f"{PROVENANCE_NOTICE}\nDocument [{d.id}] '{d.title}' in space '{d.space}' ({d.type}, {d.status}, "
-        f"{d.size} bytes), created by {d.createdBy or 'unknown'} on {d.createdAt:%Y-%m-%d}.\n"
-        f"Summary:\n{_quote(d.summary)}\nContent:\n{_quote(d.content)}\n"
-        f"Memories: {', '.join(d.memoryIds) or 'none'}"
+        f"{PROVENANCE_NOTICE}\nDocument {short_id(d.id)} in space '{d.space}' ({d.type}, {d.status}, "
+        f"{d.size} bytes), by {_byline(d.createdBy, d.createdAt)}.\nTitle: {_quote(d.title)}\n"
+        f"{summary}Content:\n{_quote(d.content)}\n"
+        f"Memories: {', '.join(short_id(i) for i in d.memoryIds) or 'none'}"
     )
 
 
 def memories(r: MemoriesOut) -> str:
     p = r.pagination
+    shown = "" if r.status == "live" else f"{r.status} "
     lines = [
         PROVENANCE_NOTICE,
-        f"Memories in space '{r.space}' (page {p.page}, {len(r.memories)} of {p.total}):",
+        f"{shown.capitalize() or 'Live '}memories in space '{r.space}' (page {p.page}, {len(r.memories)} of "
+        f"{p.total}; id version > text):",
     ]
-    for m in r.memories:
-        lines.append(_memory(m, f" doc {m.documentId}"))
+    lines += [_memory(m) for m in r.memories]
     if p.hasMore:
         lines.append(f"More on page {p.page + 1}.")
     return "\n".join(lines)
 
 
 def spaces(r: SpacesOut) -> str:
-    lines = [f"{r.count} accessible space{'s' if r.count != 1 else ''}:"]
+    lines = [f"{_plural(r.count, 'accessible space')}:"]
     for s in r.spaces:
         active = " (active)" if s.active else ""
         last = f", last activity {s.lastActivity:%Y-%m-%d %H:%M}" if s.lastActivity else ""

@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -286,33 +286,37 @@ CategoryText = Annotated[str | None, Query(max_length=validation.MAX_CATEGORY), 
 def build_router(service: MemoryService) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["memory"])
 
-    @router.get("/whoami", response_model=WhoAmIOut)
+    @router.get("/whoami", response_model=WhoAmIOut, response_model_exclude_none=True)
     async def whoami(c: Auth) -> WhoAmIOut:
         return await service.who_am_i(c)
 
-    @router.get("/spaces", response_model=SpacesOut)
+    @router.get("/spaces", response_model=SpacesOut, response_model_exclude_none=True)
     async def spaces(c: Auth) -> SpacesOut:
         return await service.list_spaces(c)
 
-    @router.put("/spaces/active", response_model=SelectSpaceOut)
+    @router.put("/spaces/active", response_model=SelectSpaceOut, response_model_exclude_none=True)
     async def select_space(body: SelectIn, c: Auth) -> SelectSpaceOut:
         return await service.select_space(c, body.space)
 
-    @router.get("/memories", response_model=MemoriesOut)
+    @router.get("/memories", response_model=MemoriesOut, response_model_exclude_none=True)
     async def list_memories(
-        c: Auth, page: PageQ = 1, limit: LimitQ = 10, containerTag: Tag = None
+        c: Auth,
+        page: PageQ = 1,
+        limit: LimitQ = 10,
+        containerTag: Tag = None,
+        status: Annotated[Literal["live", "superseded", "forgotten", "all"], Query()] = "live",
     ) -> MemoriesOut:
-        return await service.list_memories(c, page, limit, containerTag)
+        return await service.list_memories(c, page, limit, containerTag, status)
 
-    @router.post("/memories", response_model=AddOut)
+    @router.post("/memories", response_model=AddOut, response_model_exclude_none=True)
     async def save(body: SaveIn, c: Auth) -> AddOut:
         return await service.add(c, body.content, "save", body.category, body.containerTag)
 
-    @router.post("/memories/forget", response_model=AddOut)
+    @router.post("/memories/forget", response_model=AddOut, response_model_exclude_none=True)
     async def forget(body: ForgetIn, c: Auth) -> AddOut:
         return await service.add(c, body.content, "forget", None, body.containerTag)
 
-    @router.get("/search", response_model=SearchOut)
+    @router.get("/search", response_model=SearchOut, response_model_exclude_none=True)
     async def search(
         c: Auth,
         query: QueryText = None,
@@ -324,13 +328,15 @@ def build_router(service: MemoryService) -> APIRouter:
     ) -> SearchOut:
         return await service.search(c, query, keyword, category, includeProfile, containerTag, limit)
 
-    @router.get("/documents", response_model=DocumentsOut)
+    @router.get("/documents", response_model=DocumentsOut, response_model_exclude_none=True)
     async def documents(
         c: Auth, page: PageQ = 1, limit: LimitQ = 10, containerTag: Tag = None
     ) -> DocumentsOut:
         return await service.list_documents(c, page, limit, containerTag)
 
-    @router.get("/documents/{document_id}", response_model=DocumentDetailOut)
+    @router.get(
+        "/documents/{document_id}", response_model=DocumentDetailOut, response_model_exclude_none=True
+    )
     async def document(document_id: str, c: Auth) -> DocumentDetailOut:
         return await service.get_document(c, document_id)
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
-from memory_mcp.store import identity, memories, profile, search
+from memory_mcp.store import identity, memories, profile, search, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import SecretRefused, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
@@ -28,6 +28,7 @@ from .schemas import (
     MemoriesOut,
     MemoryOut,
     PageInfo,
+    ProfileItemOut,
     ProfileOut,
     SearchHitOut,
     SearchOut,
@@ -36,7 +37,6 @@ from .schemas import (
     SpacesOut,
     UserOut,
     WhoAmIOut,
-    memory_fields,
 )
 
 log = logging.getLogger(__name__)
@@ -64,9 +64,7 @@ class MemoryService:
         self.embedder = embedder
         self.settings = settings
         self.recalls = RecallLog()
-        self.search_params = search.SearchParams(
-            ef_search=settings.hnsw_ef_search, rrf_k=settings.rrf_k, recency_weight=settings.recency_weight
-        )
+        self.search_params = search.SearchParams(ef_search=settings.hnsw_ef_search)
 
     async def authenticate(self, token: str | None) -> Caller:
         return await identity.authenticate(self.db, token)
@@ -76,7 +74,8 @@ class MemoryService:
     async def _embed(self, content: str, query: bool) -> tuple[list[float] | None, str | None]:
         """A vector, or None and the reason: a write or search must not fail because the embedder did."""
         if self.embedder is None:
-            return None, "no embedder configured"
+            # Not connected: the server retries in the background (server/app.py).
+            return None, "the embedder is not reachable"
         try:
             async with asyncio.timeout(self.settings.embedder_timeout_s):
                 if query:
@@ -135,11 +134,15 @@ class MemoryService:
         limit: int = 10,
     ) -> SearchOut:
         ctx = identity.resolve_space(caller, container_tag)
-        if not any(v and v.strip() for v in (query, keyword, category)):
+        # Checked before the query is embedded (the store checks the same again).
+        query = validation.optional_text(query, "query", validation.MAX_QUERY)
+        keyword = validation.optional_text(keyword, "keyword", validation.MAX_KEYWORD)
+        category = validation.category(category)
+        if query is None and keyword is None and category is None:
             raise ValidationError("query", "give at least one of query, keyword or category")
         vector, fallback = None, None
-        if query and query.strip():
-            vector, reason = await self._embed(query.strip(), query=True)
+        if query is not None:
+            vector, reason = await self._embed(query, query=True)
             if vector is None:
                 fallback = f"semantic search unavailable: {reason}; results come from full-text search only"
                 metrics.SEARCH_FALLBACKS.labels(reason="embedder_unavailable").inc()
@@ -151,10 +154,16 @@ class MemoryService:
         self.recalls.add(ctx.space.id, [h.memory.id for h in result.hits])
         hits = [
             SearchHitOut(
-                **memory_fields(h.memory),
-                score=h.score,
-                matchedModes=list(h.modes),
+                id=str(h.memory.id),
+                content=h.memory.content,
                 similarity=h.similarity,
+                score=h.score,
+                matching=h.matching,
+                category=h.memory.category,
+                version=h.memory.version if h.memory.version > 1 else None,
+                documentId=str(h.memory.document_id),
+                createdAt=h.memory.created_at,
+                createdBy=h.memory.created_by,
             )
             for h in result.hits
         ]
@@ -162,19 +171,20 @@ class MemoryService:
             space=ctx.space.key,
             results=hits,
             count=len(hits),
+            matching=result.matching,
             modes=list(result.modes),
             fallback=result.fallback,
         )
         if include_profile:
-            out.profile = await self._profile(ctx)
+            out.profile = await self._profile(ctx, exclude=[h.memory.id for h in result.hits])
         return out
 
-    async def _profile(self, ctx: SpaceContext) -> ProfileOut:
-        p = await profile.build_profile(self.db, ctx, self.settings.profile_token_budget)
+    async def _profile(self, ctx: SpaceContext, exclude: list[uuid.UUID] | None = None) -> ProfileOut:
+        p = await profile.build_profile(self.db, ctx, self.settings.profile_token_budget, exclude or ())
         return ProfileOut(
             space=p.space_key,
-            stable=[MemoryOut.of(m) for m in p.stable],
-            recent=[MemoryOut.of(m) for m in p.recent],
+            stable=[ProfileItemOut(id=str(m.id), content=m.content, category=m.category) for m in p.stable],
+            recent=[ProfileItemOut(id=str(m.id), content=m.content, category=m.category) for m in p.recent],
             tokens=p.tokens,
         )
 
@@ -199,15 +209,16 @@ class MemoryService:
         return await self._save(ctx, content, category)
 
     async def _save(self, ctx: SpaceContext, content: str, category: str | None) -> AddOut:
-        content = content.strip() if isinstance(content, str) else content
-        vector, reason = await self._embed(content, query=False) if content else (None, None)
         try:
-            result = await memories.save_memory(
-                self.db, ctx, content, category, vector, supersede_threshold=self.settings.supersede_threshold
-            )
+            # Refused input costs microseconds, not a forward pass.
+            content, category = memories.checked_content(content, category)
         except SecretRefused as exc:
             metrics.SECRET_REFUSALS.labels(kind=exc.kind).inc()
             raise
+        vector, reason = await self._embed(content, query=False)
+        result = await memories.save_memory(
+            self.db, ctx, content, category, vector, supersede_threshold=self.settings.supersede_threshold
+        )
         memory = MemoryOut.of(result.memory)
         if not result.created:
             return AddOut(
@@ -240,7 +251,10 @@ class MemoryService:
         )
 
     async def _forget(self, ctx: SpaceContext, content: str) -> AddOut:
-        vector = (await self._embed(content.strip(), query=True))[0] if content and content.strip() else None
+        content = validation.content(content)
+        vector = None
+        if memories.id_range(content) is None:  # an id needs no meaning
+            vector = (await self._embed(content, query=True))[0]
         result = await memories.forget_memory(
             self.db,
             ctx,
@@ -249,6 +263,14 @@ class MemoryService:
             threshold=self.settings.forget_threshold,
             margin=self.settings.forget_margin,
         )
+        if result.forgotten is not None and result.already:
+            return AddOut(
+                action="forget",
+                status="already_forgotten",
+                space=ctx.space.key,
+                message=f"Nothing changed: this memory in space '{ctx.space.key}' was forgotten already:",
+                memory=MemoryOut.of(result.forgotten),
+            )
         if result.forgotten is not None:
             return AddOut(
                 action="forget",
@@ -288,14 +310,20 @@ class MemoryService:
         return DocumentDetailOut.of_detail(await memories.get_document(self.db, caller, document_id))
 
     async def list_memories(
-        self, caller: Caller, page: int = 1, limit: int = 10, container_tag: str | None = None
+        self,
+        caller: Caller,
+        page: int = 1,
+        limit: int = 10,
+        container_tag: str | None = None,
+        status: str = "live",
     ) -> MemoriesOut:
         ctx = identity.resolve_space(caller, container_tag)
-        result = await memories.list_memories(self.db, ctx, page, limit)
+        result = await memories.list_memories(self.db, ctx, page, limit, status)
         return MemoriesOut(
             space=ctx.space.key,
             memories=[MemoryOut.of(m) for m in result.items],
             pagination=PageInfo.of(result),
+            status=status,
         )
 
     async def recent_memories(self, caller: Caller, limit: int = 20) -> MemoriesOut:
@@ -305,6 +333,7 @@ class MemoryService:
             space=ctx.space.key,
             memories=[MemoryOut.of(m) for m in items],
             pagination=PageInfo(page=1, limit=limit, total=len(items), hasMore=False),
+            status="live",
         )
 
     async def context(self, caller: Caller) -> list[ProfileOut]:
