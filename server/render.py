@@ -92,8 +92,8 @@ def _profile_lines(p: ProfileOut, beside_results: bool) -> list[str]:
     return lines
 
 
-def profile(p: ProfileOut) -> str:
-    return "\n".join([PROVENANCE_NOTICE, *_profile_lines(p, beside_results=False)])
+def profile(p: ProfileOut, notice: bool = True) -> str:
+    return "\n".join([*([PROVENANCE_NOTICE] if notice else []), *_profile_lines(p, beside_results=False)])
 
 
 def search(r: SearchOut) -> str:

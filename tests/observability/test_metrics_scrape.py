@@ -127,8 +127,12 @@ async def test_search_embedding_auth_and_pool_series(server: RunningServer) -> N
     # Saves and searches wait for the in-process model; recall of a repeated query may hit the cache.
     assert delta(before, after, "memory_mcp_embedding_duration_seconds_count", backend="local") >= 2
     assert delta(before, after, "memory_mcp_embedding_failures_total") == 0
+    # Each refusal is counted under its reason; the bad keys here are not even of the key format.
+    assert delta(before, after, "memory_mcp_auth_failures_total") == (
+        log.bad_key_requests + log.missing_key_requests
+    )
     assert (
-        delta(before, after, "memory_mcp_auth_failures_total", reason="invalid_key") == log.bad_key_requests
+        delta(before, after, "memory_mcp_auth_failures_total", reason="malformed_key") == log.bad_key_requests
     )
     assert delta(before, after, "memory_mcp_auth_failures_total", reason="missing_key") == (
         log.missing_key_requests

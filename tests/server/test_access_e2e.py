@@ -48,10 +48,13 @@ async def test_two_users_three_spaces(server: RunningServer, role: Role) -> None
                             f"Error executing tool {tool}: space '{space}' not found"
                         )
                     continue
-                listed = await s.ok("listMemories", containerTag=space)
+                listed = await s.ok("listMemories", containerTag=space, status="all")
                 assert {m["content"] for m in listed["memories"]} >= {f"Seed fact of {space}."}
                 found = await s.ok("search_memory", query="seed fact", containerTag=space)
-                assert all(h["space"] == space for h in found["results"])  # nothing crosses spaces
+                assert found["space"] == space
+                everything = await s.ok("listMemories", containerTag=space, status="all", limit=50)
+                here = {m["id"] for m in everything["memories"]}
+                assert {h["id"] for h in found["results"]} <= here  # nothing crosses spaces
                 can_write = effective_access(role, Access(grant)) is Access.READ_WRITE
                 write = await s.call("add_memory", content=f"{name} writes in {space}.", containerTag=space)
                 forget = await s.call(

@@ -10,7 +10,7 @@ import pytest
 from memory_mcp.store import identity, memories, spaces
 from memory_mcp.store.db import Database, async_url
 from memory_mcp.store.embedded import APP_ROLE, EmbeddedPostgres
-from memory_mcp.store.errors import DatabaseSetupError, EmbeddingWidthMismatch
+from memory_mcp.store.errors import DatabaseSetupError, DatabaseUnavailable, EmbeddingWidthMismatch
 from memory_mcp.store.migrate import current_revision, head_revision, run_migrations
 from sqlalchemy import create_engine, text
 
@@ -173,8 +173,8 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
             await task
 
         other = Database(db_urls[0], pool_size=1)
-        try:  # the server side of the connection goes away mid-transaction
-            with pytest.raises(psycopg.OperationalError):
+        try:  # the server side of the connection goes away mid-transaction: a retryable outage
+            with pytest.raises(DatabaseUnavailable):
                 async with db.driver_transaction([space]) as pg:
                     pid = (await (await pg.execute("SELECT pg_backend_pid()")).fetchone() or [0])[0]
                     async with other.autocommit() as conn:
