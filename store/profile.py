@@ -21,8 +21,11 @@ class Profile:
     tokens: int
 
 
-# What one profile line costs beyond its text (a short id and the quoting), in tokens.
-LINE_TOKENS = 6
+# What one profile line costs beyond its text (a short id and the quoting), and what the headings
+# cost, in tokens: counted inside the budget, so the whole profile stays within it (cl100k on LoCoMo
+# turns: with 6 and nothing for headings, a 250-token budget came out at 265).
+LINE_TOKENS = 8
+HEADING_TOKENS = 20
 
 
 def estimate_tokens(content: str) -> int:
@@ -53,7 +56,7 @@ async def build_profile(
         )
         recent_candidates = [memory_from_row(r) for r in recent_rows]
 
-    used = 0
+    used = HEADING_TOKENS
     stable: list[Memory] = []
     recent: list[Memory] = []
     recent_ids = {m.id for m in recent_candidates[:5]}
@@ -75,4 +78,6 @@ async def build_profile(
             continue
         recent.append(memory)
         used += cost
-    return Profile(space_key=ctx.space.key, stable=stable, recent=recent, tokens=used)
+    return Profile(
+        space_key=ctx.space.key, stable=stable, recent=recent, tokens=used if stable or recent else 0
+    )

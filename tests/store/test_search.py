@@ -356,7 +356,9 @@ async def test_profile_stays_within_budget_and_separates_stable_from_recent(
         p = await profile.build_profile(db, ctx, budget)
         assert p.tokens <= budget
         lines = [*p.stable, *p.recent]
-        assert p.tokens == sum(profile.estimate_tokens(m.content) + profile.LINE_TOKENS for m in lines)
+        assert p.tokens == profile.HEADING_TOKENS + sum(
+            profile.estimate_tokens(m.content) + profile.LINE_TOKENS for m in lines
+        )
         assert not {m.id for m in p.stable} & {m.id for m in p.recent}
     p = await profile.build_profile(db, ctx, 400)
     assert p.stable[0].id == recalled.id  # the most recalled fact leads the stable part
