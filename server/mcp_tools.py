@@ -189,6 +189,8 @@ class MemoryMCPServer(MCPServer):
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._tool_manager.get_tool(name) is None:
+            raise ToolError("name: no tool of that name (see tools/list)")  # the name is not echoed
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:

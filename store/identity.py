@@ -10,7 +10,7 @@ from typing import Any
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 
-from . import keys
+from . import keys, validation
 from .access import Access, Role, effective_access
 from .apikeys import KEY_COLUMNS, GrantSpec, create_key, key_from_row
 from .db import Database
@@ -89,15 +89,17 @@ def current_grant(caller: Caller) -> Grant | None:
     return caller.grants[0] if len(caller.grants) == 1 else None
 
 
-def resolve_space(caller: Caller, container_tag: str | None) -> SpaceContext:
+def resolve_space(caller: Caller, container_tag: str | None, field: str = "containerTag") -> SpaceContext:
     """``containerTag`` for this request, else the key's active space, else its default space.
 
-    A space without a grant raises exactly what a missing space raises.
+    A space without a grant raises exactly what a missing space raises. Text that cannot be a space
+    key is refused as such, without repeating it.
     """
     if container_tag:
+        validation.space_key(container_tag, field)
         grant = next((g for g in caller.grants if g.space.key == container_tag), None)
         if grant is None:
-            raise SpaceNotFound(container_tag[:63])
+            raise SpaceNotFound(container_tag)
     else:
         grant = current_grant(caller)
         if grant is None:
@@ -111,7 +113,7 @@ def resolve_space(caller: Caller, container_tag: str | None) -> SpaceContext:
 
 async def set_active_space(db: Database, caller: Caller, space_key: str) -> SpaceContext:
     """Make ``space_key`` the key's active space for future requests (stored in the database)."""
-    ctx = resolve_space(caller, space_key)
+    ctx = resolve_space(caller, space_key, "space")
     async with db.transaction() as conn:
         await conn.execute(
             text("UPDATE api_keys SET active_space_id = :s, updated_at = now() WHERE id = :k"),
