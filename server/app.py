@@ -89,36 +89,6 @@ class RequestMetrics:
             )
 
 
-class StoreErrorsBeforeTools:
-    """Inside the MCP app: a store error raised before any tool runs answers as REST would.
-
-    MCP authentication looks the key up in the database; with the database down that raises
-    DatabaseUnavailable outside every tool, which the MCP app would answer with a bare 500 and a
-    logged traceback per request. Here it becomes the same 503 JSON as REST gives.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        except StoreError as exc:
-            if started:
-                raise
-            await error_response(exc)(scope, receive, send)
-
-
 def _route_label(scope: Scope) -> str:
     """The route template, never the raw path: ids in paths would explode the label set."""
     route = scope.get("route")
@@ -194,11 +164,14 @@ def _too_large(limit: int) -> ErrorResponse:
     return ErrorResponse(413, f"request body must be at most {limit} bytes")
 
 
-class LastResort:
-    """Pure ASGI middleware: an exception nobody handled answers 500 JSON without any detail.
+class ErrorBoundary:
+    """Pure ASGI middleware: what no handler caught still answers in the one JSON error shape.
 
-    Its traceback goes to the JSON log through the project's formatter (exception types and first
-    lines, no data), and it stops here: the ASGI server would print it again as plain text.
+    A store error (inside the MCP app: authentication looks the key up in the database, so with
+    the database down ``DatabaseUnavailable`` is raised before any tool runs) answers as REST
+    would, e.g. 503. Anything else answers 500 without any detail; its traceback goes to the JSON
+    log through the project's formatter (exception types and first lines, no data), and stops
+    here: the ASGI server would print it again as plain text.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -217,6 +190,10 @@ class LastResort:
 
         try:
             await self.app(scope, receive, send_wrapper)
+        except StoreError as exc:
+            if started:
+                raise
+            await error_response(exc)(scope, receive, send)
         except Exception as exc:
             log.error(
                 "unhandled %s on %s %s",
@@ -230,7 +207,7 @@ class LastResort:
 
 
 async def _internal_error(_: Request, __: Exception) -> Response:
-    # The MCP app's own last handler: the same 500 as REST; LastResort logs the exception.
+    # The MCP app's own last handler: the same 500 as REST; ErrorBoundary logs the exception.
     return internal_error_response()
 
 
@@ -258,7 +235,7 @@ def create_app(
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
     )
-    mcp_app.add_middleware(StoreErrorsBeforeTools)
+    mcp_app.add_middleware(ErrorBoundary)
     mcp_app.add_exception_handler(Exception, _internal_error)
     head = head_revision()
 
@@ -344,7 +321,7 @@ def create_app(
     app.add_middleware(
         AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
     )
-    app.add_middleware(LastResort)
+    app.add_middleware(ErrorBoundary)
     app.add_middleware(RequestMetrics)
     return app
 

@@ -263,20 +263,15 @@ class MemoryService:
             threshold=self.settings.forget_threshold,
             margin=self.settings.forget_margin,
         )
-        if result.forgotten is not None and result.already:
-            return AddOut(
-                action="forget",
-                status="already_forgotten",
-                space=ctx.space.key,
-                message=f"Nothing changed: this memory in space '{ctx.space.key}' was forgotten already:",
-                memory=MemoryOut.of(result.forgotten),
-            )
         if result.forgotten is not None:
+            already = result.already
             return AddOut(
                 action="forget",
-                status="forgotten",
+                status="already_forgotten" if already else "forgotten",
                 space=ctx.space.key,
-                message=f"Forgot this memory in space '{ctx.space.key}' (history is kept):",
+                message=f"Nothing changed: this memory in space '{ctx.space.key}' was forgotten already:"
+                if already
+                else f"Forgot this memory in space '{ctx.space.key}' (history is kept):",
                 memory=MemoryOut.of(result.forgotten),
             )
         if result.candidates:
