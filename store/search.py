@@ -75,11 +75,14 @@ class SearchParams:
     # language; words with digits (codes) match exactly. 5 measured best (4, 6, 7: within a point;
     # whole words: 1.5 points lower).
     prefix_chars: int = 5
-    # Document frequencies are counted up to these caps, so a common word in a million-memory
-    # space costs a bounded amount of work (a word in more than ``df_cap`` memories gets the
-    # weight of one in exactly that many: it decides little either way).
-    df_cap: int = 2000
-    space_cap: int = 100000
+    # Document frequencies are counted up to these caps, so a common word in a big space costs a
+    # bounded amount of work: a word in more than ``df_cap`` memories gets the weight of one in
+    # exactly that many, and a space is counted up to ``space_cap`` memories (below the caps the
+    # weights are exact: every LoCoMo and generated space is). At 100k memories in one space the
+    # counts dominated a search: caps of 100,000 and 2,000 gave hybrid p50 52 ms (bench/scale.py
+    # --leakproof), 10,000 and 1,000 gave 21 ms (p99 40 ms; 18 ms before this fusion).
+    df_cap: int = 1000
+    space_cap: int = 10000
     # Full text reads at most this many memories per query word before scoring: rare words (codes,
     # names) are always read in full, and a memory holding a rare word is found through it.
     rows_per_term: int = 200
