@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import signal
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -126,6 +130,38 @@ async def writer_contexts(db: Database, space_keys: Sequence[str]) -> dict[str, 
     )
     caller = await identity.authenticate(db, plaintext)
     return {key: identity.resolve_space(caller, key) for key in space_keys}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_process(
+    prefix: str, stdout: int = subprocess.DEVNULL
+) -> Iterator[tuple[subprocess.Popen[bytes], Path, int]]:
+    """A ``memory-mcp serve`` process on a fresh temporary data dir and a free port (warning-level
+    logs): yields the process, the data dir and the port; stops it (SIGTERM, which also stops its
+    embedded PostgreSQL) and removes the data dir afterwards."""
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        stdout=stdout,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"},
+    )
+    try:
+        yield server, data_dir, port
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

@@ -25,13 +25,8 @@ import gc
 import json
 import os
 import random
-import shutil
-import signal
-import socket
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +36,8 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from bench.common import serve_process
 
 TOPICS = [
     "deploy",
@@ -77,12 +74,6 @@ QUERIES = [
     "what does auth depend on?",
     "on-call rotation",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -308,24 +299,10 @@ def main() -> None:
     parser.add_argument("--tools", default="whoAmI,search_memory,listMemories")
     parser.add_argument("--client", default="python,node", help="python, node or both (comma-separated)")
     args = parser.parse_args()
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-load-"))
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"},
-    )
-    try:
+    # stdout is a pipe that nobody reads: the server prints only its start lines there.
+    with serve_process("memory-mcp-load-", stdout=subprocess.PIPE) as (server, data_dir, port):
         meter = CpuMeter(server.pid, data_dir / "pg")
         asyncio.run(measure(args, f"http://127.0.0.1:{port}", data_dir, meter))
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -36,14 +36,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 import zipfile
@@ -58,7 +54,7 @@ from memory_mcp.embedder.client import Embedder, make_embedder
 from memory_mcp.store import memories, search
 from memory_mcp.store.db import Database
 
-from bench.common import bench_server, machine, percentile, writer_contexts
+from bench.common import bench_server, machine, percentile, serve_process, writer_contexts
 from bench.retrieval import parse_params
 from memory_mcp.settings import Settings
 
@@ -333,14 +329,6 @@ async def via_store(
 # ---------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _team_yaml(conversations: Sequence[Conversation]) -> str:
     docs = [
         f"apiVersion: memory-mcp.io/v1alpha1\nkind: Space\nmetadata:\n  name: {c.space}\nspec:\n"
@@ -366,18 +354,8 @@ def running_server(conversations: Sequence[Conversation]) -> Iterator[tuple[str,
     yields the base URL and the key; stops the server (and its PostgreSQL) afterwards."""
     import httpx2
 
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-locomo-"))
-    port = _free_port()
-    env = {**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"}
-    cli = [sys.executable, "-m", "memory_mcp.cli"]
-    server = subprocess.Popen(
-        [*cli, "serve", "--data-dir", str(data_dir), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with serve_process("memory-mcp-locomo-") as (server, data_dir, port):
+        base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 180
         while True:
             try:
@@ -390,16 +368,18 @@ def running_server(conversations: Sequence[Conversation]) -> Iterator[tuple[str,
             time.sleep(0.5)
         team, keys = data_dir / "team.yaml", data_dir / "keys.json"
         team.write_text(_team_yaml(conversations))
-        apply = [*cli, "apply", "-f", str(team), "--data-dir", str(data_dir), "--keys-out", str(keys)]
-        subprocess.run(apply, check=True, stdout=subprocess.DEVNULL, env=env)
+        apply = [
+            sys.executable,
+            "-m",
+            "memory_mcp.cli",
+            "apply",
+            "-f",
+            str(team),
+            "--data-dir",
+            str(data_dir),
+        ]
+        subprocess.run([*apply, "--keys-out", str(keys)], check=True, stdout=subprocess.DEVNULL)
         yield base, json.loads(keys.read_text())["bench"]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 async def via_mcp(conversations: Sequence[Conversation], base: str, key: str, clients: int) -> list[Scores]:
