@@ -10,7 +10,8 @@ FROM python:3.11-slim
 # build a variant with --build-arg TORCH_INDEX_URL=<a CUDA wheel index>.
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-# "--editable" for the skaffold dev profile, whose file sync replaces sources under /app.
+# "--editable --config-settings editable_mode=strict" for the skaffold dev profile, whose file sync
+# replaces sources under /app (a strict editable install links them from a tree of the installed shape).
 ARG INSTALL_MODE=""
 
 ENV PYTHONUNBUFFERED=1 \
@@ -39,9 +40,11 @@ COPY store ./store
 COPY server ./server
 COPY embedder ./embedder
 COPY operator ./operator
-# The check fails the build if resolving the package replaced the torch installed above.
-RUN pip install ${INSTALL_MODE} ".[ray,operator]" \
-    && python -c "import sys, torch; sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}')"
+RUN pip install ${INSTALL_MODE} ".[ray,operator]"
+# Checked from outside the source folder, as the components run: the package and the standard
+# library resolve as installed, and the torch installed above was not replaced.
+RUN cd / && python -c "import collections, operator, memory_mcp.operator, memory_mcp.server, sys, torch; \
+sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or not hasattr(operator, 'itemgetter'))"
 
 RUN groupadd --system --gid 10001 memory \
     && useradd --system --uid 10001 --gid 10001 --home-dir /tmp/home --no-create-home memory \

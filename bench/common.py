@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+
 from memory_mcp.store import apikeys, identity, spaces, users
 from memory_mcp.store.access import Access, Role
 from memory_mcp.store.apikeys import GrantSpec

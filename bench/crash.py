@@ -34,9 +34,9 @@ from typing import IO
 import httpx2
 import psutil
 import psycopg
-from memory_mcp.store.embedded import EmbeddedPostgres
 
 from bench.load import THINGS, TOPICS, VERBS, free_port, wait_ready
+from memory_mcp.store.embedded import EmbeddedPostgres
 
 RECOVERY_LIMIT_S = 180.0
 

@@ -45,10 +45,10 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from memory_mcp.store import validation
 from schemathesis.core.result import Ok
 
 from bench.load import free_port, wait_ready
+from memory_mcp.store import validation
 
 # A tool error reads "field: problem" (DESIGN.md, Errors); the field may be nested ("grants[0].space").
 FIELD_PROBLEM = re.compile(r"^[A-Za-z][\w.\[\]-]*: \S")

@@ -50,13 +50,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from memory_mcp.embedder.client import Embedder, make_embedder
-from memory_mcp.store import memories, search
-from memory_mcp.store.db import Database
 
 from bench.common import bench_server, machine, percentile, serve_process, writer_contexts
 from bench.retrieval import parse_params
-from memory_mcp.settings import Settings
+from memory_mcp.core.settings import Settings
+from memory_mcp.embedder.client import Embedder, make_embedder
+from memory_mcp.store import memories, search
+from memory_mcp.store.db import Database
 
 DEV = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 CATEGORIES = (1, 2, 3, 4)

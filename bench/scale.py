@@ -29,9 +29,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import psycopg
-from memory_mcp.store import search
-from memory_mcp.store.db import Database
-from memory_mcp.store.models import SpaceContext
 
 from bench.common import (
     BenchDatabase,
@@ -43,6 +40,9 @@ from bench.common import (
     writer_contexts,
 )
 from bench.retrieval_dataset import build_dataset
+from memory_mcp.store import search
+from memory_mcp.store.db import Database
+from memory_mcp.store.models import SpaceContext
 
 DIM = 384
 SPACE = "scale"

@@ -13,12 +13,12 @@ from typing import Any
 import httpx2
 import pytest
 import yaml
+
+from memory_mcp.apply import ManifestError, apply_manifests, keys_file_content, load_manifests
 from memory_mcp.store import identity, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import EmbeddedPostgres
 from memory_mcp.store.errors import AuthenticationFailed
-
-from memory_mcp.apply import ManifestError, apply_manifests, keys_file_content, load_manifests
 from tests.crds.crd_schema import load_crds, validation_errors
 from tests.server.conftest import run_server
 

@@ -141,10 +141,9 @@ def test_migrate_is_idempotent(data_dir: Path) -> None:
 def test_backfill_embeds_what_was_saved_without_vectors(data_dir: Path) -> None:
     import asyncio
 
+    from memory_mcp.core.database import prepare_database
+    from memory_mcp.core.settings import Settings
     from memory_mcp.store import identity, memories
-
-    from memory_mcp.database import prepare_database
-    from memory_mcp.settings import Settings
 
     async def arrange(prepared) -> None:  # type: ignore[no-untyped-def]
         db = prepared.open(pool_size=2)

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from memory_mcp.database import PreparedDatabase, prepare_database
-from memory_mcp.settings import Settings
+from memory_mcp.core.database import PreparedDatabase, prepare_database
+from memory_mcp.core.settings import Settings
 from tests.test_cli_serve import Served, postgres_running
 
 RECOVERY_DEADLINE_S = 120

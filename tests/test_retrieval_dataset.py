@@ -11,9 +11,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from memory_mcp.store.secrets import find_secret
 
 from bench.retrieval_dataset import LANGUAGES, QUERY_KINDS, Dataset, build_dataset
+from memory_mcp.store.secrets import find_secret
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGEST_SCRIPT = (

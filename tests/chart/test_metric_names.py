@@ -1,4 +1,4 @@
-"""Dashboards and alerts use only metric names that memory_mcp.metrics defines.
+"""Dashboards and alerts use only metric names that memory_mcp.core.metrics defines.
 
 The allowed names are read from prometheus_client's registry after importing the module, in the
 form Prometheus stores them: counters as `<name>_total`, histograms as `_bucket`/`_sum`/`_count`.
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-import memory_mcp.metrics  # noqa: F401  (registers the collectors)
+import memory_mcp.core.metrics  # noqa: F401  (registers the collectors)
 from tests.chart.chart_render import CHART_DIR, REPO_ROOT, Renderer, one
 
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}

@@ -18,10 +18,10 @@ SKAFFOLD = yaml.safe_load((REPO_ROOT / "skaffold.yaml").read_text())
 
 
 def component_folders() -> set[str]:
-    """Source folders setuptools maps to packages (memory_mcp, store, server, ...)."""
+    """Top-level folders whose `src/` setuptools maps to packages (memory_mcp, store, server, ...)."""
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     package_dir: dict[str, str] = pyproject["tool"]["setuptools"]["package-dir"]
-    return set(package_dir.values())
+    return {path.split("/")[0] for path in package_dir.values()}
 
 
 def dockerfile_instructions(keyword: str) -> list[str]:
@@ -74,7 +74,9 @@ def test_dev_profile_syncs_every_component_folder() -> None:
     rules = dev_profile()["/build/artifacts/0/sync"]["manual"]
     assert {rule["src"].split("/")[0] for rule in rules} == component_folders()
     assert {rule["dest"] for rule in rules} == {"/app"}
-    assert dev_profile()["/build/artifacts/0/docker/buildArgs"] == {"INSTALL_MODE": "--editable"}
+    assert dev_profile()["/build/artifacts/0/docker/buildArgs"] == {
+        "INSTALL_MODE": "--editable --config-settings editable_mode=strict"
+    }
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+
 from memory_mcp.embedder.client import LocalEmbedder
 from memory_mcp.embedder.model import PACKAGED_MODEL_NAME, EmbeddingModel, load_model
 

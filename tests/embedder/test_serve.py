@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("ray")
 
+from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import EmbeddingBackendMismatch, RemoteEmbedder, make_embedder
 from memory_mcp.embedder.model import EmbeddingModel, encode
 from memory_mcp.embedder.serve import (
@@ -19,8 +20,6 @@ from memory_mcp.embedder.serve import (
     run_embedder_service,
     stop_embedder_service,
 )
-
-from memory_mcp.settings import Settings
 from tests.embedder.support import SENTENCES, cosine, free_port
 
 MAX_BATCH = 16

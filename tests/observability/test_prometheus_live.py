@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store.embedded import EmbeddedPostgres
-
 from tests.conftest import fresh_database
 from tests.observability.conftest import SPACE, writer_key
 from tests.observability.dashboard import Panel, label_values_queries, load_dashboard, panels, runnable

@@ -28,6 +28,7 @@ import kopf
 import kubernetes
 import psycopg
 import yaml
+
 from memory_mcp.operator.handlers import OperatorOptions
 from memory_mcp.operator.main import operate
 from memory_mcp.store.db import Database

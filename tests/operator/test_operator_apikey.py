@@ -7,11 +7,11 @@ import hashlib
 from typing import Any
 
 import pytest
+
 from memory_mcp.operator.handlers import OperatorOptions
 from memory_mcp.store import apikeys, identity, spaces
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
-
 from tests.operator.support import (
     OPTIONS,
     USER,

@@ -6,10 +6,10 @@ import socket
 from datetime import UTC, datetime
 
 import aiohttp
-from memory_mcp.operator.outcome import Outcome
-from memory_mcp.operator.status import status_update
 from prometheus_client.parser import text_string_to_metric_families
 
+from memory_mcp.operator.outcome import Outcome
+from memory_mcp.operator.status import status_update
 from tests.operator.support import Cluster, running_operator
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,7 +6,6 @@ import asyncio
 
 from memory_mcp.store import identity, memories, spaces
 from memory_mcp.store.db import Database
-
 from tests.operator.support import OPTIONS, Cluster, RunningOperator, eventually
 
 SPACE = {"displayName": "Team Alpha", "description": "Decisions of team alpha", "deletionPolicy": "Retain"}

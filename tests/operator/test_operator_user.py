@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from memory_mcp.store import identity, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
-
 from tests.operator.support import OPTIONS, Cluster, RunningOperator, eventually
 
 ADA = {"email": "ada@example.com", "displayName": "Ada Lovelace", "role": "Writer", "active": True}

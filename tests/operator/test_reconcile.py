@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+from memory_mcp.apply import MemoryKeyStore
 from memory_mcp.operator.reconcile import (
     reconcile_apikey,
     reconcile_space,
@@ -21,8 +23,6 @@ from memory_mcp.operator.secrets import SecretRef
 from memory_mcp.store import apikeys, identity, memories, spaces, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
-
-from memory_mcp.apply import MemoryKeyStore
 from tests.operator.support import USER, key_spec
 
 SPACE = {"displayName": "Team Alpha", "description": "What team alpha knows", "deletionPolicy": "Retain"}

@@ -15,11 +15,11 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+
+from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.server.app import create_app
 from memory_mcp.store.db import Database
-
-from memory_mcp.settings import Settings
 
 # The public tool names: the MCP contract of DESIGN.md.
 TOOLS = {

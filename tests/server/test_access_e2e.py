@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import httpx2
 import pytest
+
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import apikeys, users
 from memory_mcp.store.access import Access, Role, effective_access
-
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, mcp_session, run_server
 

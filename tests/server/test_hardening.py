@@ -12,11 +12,11 @@ import psycopg
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from memory_mcp.core.logs import JsonFormatter, TextFormatter
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import validation
 from memory_mcp.store.embedded import APP_ROLE
-
-from memory_mcp.logs import JsonFormatter, TextFormatter
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, run_server
 

@@ -8,7 +8,7 @@ import logging
 import httpx2
 import pytest
 
-from memory_mcp.logs import JsonFormatter
+from memory_mcp.core.logs import JsonFormatter
 from tests.server.conftest import RunningServer
 
 

@@ -6,8 +6,8 @@ import gc
 import uuid
 
 import httpx2
-from memory_mcp.embedder.client import Embedder
 
+from memory_mcp.embedder.client import Embedder
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, mcp_session, run_server
 

@@ -6,7 +6,6 @@ import json
 import uuid
 
 from memory_mcp.store.access import Role
-
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import TOOLS, RunningServer, mcp_session
 

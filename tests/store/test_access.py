@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from memory_mcp.store import apikeys, identity, memories, spaces, users
 from memory_mcp.store.access import Access, Role, effective_access
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AccessDenied, AuthenticationFailed, SpaceNotFound
-
 from tests.factories import make_key, make_space, make_user
 
 GRANTS = (None, Access.READ, Access.READ_WRITE)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy import text
+
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import audit, memories
 from memory_mcp.store.db import Database
-from sqlalchemy import text
-
 from tests.store.test_search import writer
 
 RACERS = 16

@@ -5,14 +5,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from sqlalchemy import text
+
 from memory_mcp.store import apikeys, audit, identity, memories, spaces, users
 from memory_mcp.store.access import Access, Role, parse_role
 from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import NotFound, QuotaExceeded, SecretRefused, ValidationError
 from memory_mcp.store.models import SpaceContext
-from sqlalchemy import text
-
 from tests.factories import make_key, make_space, make_user
 
 

@@ -7,13 +7,13 @@ import uuid
 
 import psycopg
 import pytest
+from sqlalchemy import create_engine, text
+
 from memory_mcp.store import identity, memories, spaces
 from memory_mcp.store.db import Database, async_url
 from memory_mcp.store.embedded import APP_ROLE, EmbeddedPostgres
 from memory_mcp.store.errors import DatabaseSetupError, DatabaseUnavailable, EmbeddingWidthMismatch
 from memory_mcp.store.migrate import current_revision, head_revision, run_migrations
-from sqlalchemy import create_engine, text
-
 from tests.conftest import fresh_database
 from tests.factories import make_key, make_space, make_user
 

@@ -8,14 +8,14 @@ import uuid
 from collections import Counter
 
 import pytest
+from sqlalchemy import text
+
+from memory_mcp.core.backfill import backfill
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import identity, memories, profile, search, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import Memory, SpaceContext
-from sqlalchemy import text
-
-from memory_mcp.backfill import backfill
 from tests.factories import make_key, make_space, make_user
 
 

@@ -10,8 +10,6 @@ import unicodedata
 from dataclasses import FrozenInstanceError
 
 import pytest
-from memory_mcp.store.keys import generate_key
-from memory_mcp.store.secrets import SECRET_KINDS, SecretMatch, find_secret, find_secret_in_fields
 
 from bench.secret_corpus import (
     acceptable_kinds,
@@ -20,6 +18,8 @@ from bench.secret_corpus import (
     negative_samples,
     positive_samples,
 )
+from memory_mcp.store.keys import generate_key
+from memory_mcp.store.secrets import SECRET_KINDS, SecretMatch, find_secret, find_secret_in_fields
 
 _B62 = string.ascii_letters + string.digits
 _HEX = "0123456789abcdef"

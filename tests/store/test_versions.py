@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import memories, search
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import ForgetResult, SaveResult, SpaceContext
-
-from memory_mcp.settings import Settings
 from tests.store.test_search import FILLER, writer
 
 DEFAULTS = Settings(embedder="local")

@@ -9,14 +9,13 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Literal
 
+from memory_mcp.core import metrics
+from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
 from memory_mcp.store import identity, memories, profile, search, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import SecretRefused, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
-
-from memory_mcp import metrics
-from memory_mcp.settings import Settings
 
 from .schemas import (
     AddOut,

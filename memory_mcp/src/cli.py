@@ -11,10 +11,10 @@ import typer
 from pydantic import ValidationError as SettingsError
 from rich.console import Console
 
-from memory_mcp.settings import Settings
+from memory_mcp.core.settings import Settings
 
 if TYPE_CHECKING:
-    from memory_mcp.database import PreparedDatabase
+    from memory_mcp.core.database import PreparedDatabase
 
 app = typer.Typer(
     name="memory-mcp",
@@ -70,8 +70,8 @@ def serve(
     """Serve MCP at /mcp (plus /v1, /healthz, /readyz, /metrics); embedded PostgreSQL by default."""
     import uvicorn
 
-    from memory_mcp.database import prepare_database
-    from memory_mcp.logs import configure_logging
+    from memory_mcp.core.database import prepare_database
+    from memory_mcp.core.logs import configure_logging
     from memory_mcp.server.app import create_app
     from memory_mcp.store.errors import DatabaseSetupError
 
@@ -128,7 +128,7 @@ async def _first_start(prepared: PreparedDatabase) -> str | None:
 @app.command()
 def migrate(data_dir: DataDir = None, database_url: DatabaseUrl = None) -> None:
     """Bring the database schema to the latest version (running it twice changes nothing)."""
-    from memory_mcp.database import prepare_database
+    from memory_mcp.core.database import prepare_database
     from memory_mcp.store.errors import DatabaseSetupError
     from memory_mcp.store.migrate import head_revision
 
@@ -156,7 +156,7 @@ def backfill(
     batch_size: Annotated[int, typer.Option(min=1, max=1024)] = 64,
 ) -> None:
     """Embed memories without a vector; resumable, with a progress bar."""
-    from memory_mcp.database import prepare_database
+    from memory_mcp.core.database import prepare_database
     from memory_mcp.store.errors import DatabaseSetupError
 
     settings = load_settings(data_dir=data_dir, database_url=database_url)
@@ -174,7 +174,7 @@ def backfill(
 async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int) -> int:
     from rich.progress import Progress
 
-    from memory_mcp.backfill import backfill as run_backfill
+    from memory_mcp.core.backfill import backfill as run_backfill
     from memory_mcp.embedder.client import make_embedder
     from memory_mcp.store import memories
 
@@ -244,7 +244,7 @@ def apply(
     import sys
 
     from memory_mcp.apply import ManifestError, apply_and_close, keys_file_content, load_manifests
-    from memory_mcp.database import prepare_database
+    from memory_mcp.core.database import prepare_database
     from memory_mcp.store.errors import DatabaseSetupError
 
     try:
@@ -318,7 +318,7 @@ def operator(
         raise fail(
             f"the operator needs kopf and kubernetes: pip install 'memory-mcp[operator]' ({exc})"
         ) from None
-    from memory_mcp.logs import configure_logging
+    from memory_mcp.core.logs import configure_logging
     from memory_mcp.store.errors import DatabaseSetupError
 
     settings = load_settings(data_dir=data_dir, database_url=database_url)

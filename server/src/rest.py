@@ -15,6 +15,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, BaseModel, Field
+from pydantic_core import PydanticCustomError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memory_mcp.core import metrics
 from memory_mcp.store import validation
 from memory_mcp.store.errors import (
     AccessDenied,
@@ -30,11 +35,6 @@ from memory_mcp.store.errors import (
     ValidationError,
 )
 from memory_mcp.store.models import Caller
-from pydantic import AfterValidator, BaseModel, Field
-from pydantic_core import PydanticCustomError
-from starlette.exceptions import HTTPException as StarletteHTTPException
-
-from memory_mcp import metrics
 
 from .schemas import (
     AddOut,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from memory_mcp.metrics import (
+from memory_mcp.core.metrics import (
     EMBEDDER_BATCH_SIZE,
     EMBEDDER_ENCODE,
     EMBEDDER_QUEUE_DEPTH,

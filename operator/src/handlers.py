@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
-from memory_mcp.store.db import Database
 from sqlalchemy.exc import SQLAlchemyError
 
-from memory_mcp.metrics import RECONCILE_DURATION, RECONCILE_ERRORS, RECONCILES
+from memory_mcp.core.metrics import RECONCILE_DURATION, RECONCILE_ERRORS, RECONCILES
+from memory_mcp.store.db import Database
 
 from . import reconcile
 from .kube_secrets import KubernetesSecretStore, Owner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory_mcp.settings import Settings
+from memory_mcp.core.settings import Settings
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import APP_ROLE, EmbeddedPostgres
 from memory_mcp.store.migrate import run_migrations

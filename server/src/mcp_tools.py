@@ -13,12 +13,12 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import AnyHttpUrl, BaseModel, Field, ValidationError
+
+from memory_mcp.core import metrics
 from memory_mcp.store import validation
 from memory_mcp.store.errors import AuthenticationFailed, StoreError
 from memory_mcp.store.models import Caller
-from pydantic import AnyHttpUrl, BaseModel, Field, ValidationError
-
-from memory_mcp import metrics
 
 from . import render
 from .schemas import (

@@ -35,8 +35,8 @@ from pydantic import BaseModel, Field, model_validator
 from ray import serve
 from ray.serve import Application
 
-from memory_mcp import metrics
-from memory_mcp.settings import Settings
+from memory_mcp.core import metrics
+from memory_mcp.core.settings import Settings
 
 from .backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from .model import encode_mixed, load_model

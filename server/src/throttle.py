@@ -19,8 +19,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from memory_mcp.store import keys
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memory_mcp.store import keys
 
 from .rest import ErrorResponse
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import kopf
 from aiohttp import web
-from memory_mcp.store.db import Database
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from memory_mcp.database import prepare_database
-from memory_mcp.settings import Settings
+from memory_mcp.core.database import prepare_database
+from memory_mcp.core.settings import Settings
+from memory_mcp.store.db import Database
 
 from .handlers import OperatorContext, OperatorOptions, build_registry
 

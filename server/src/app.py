@@ -14,21 +14,21 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
-from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
-from memory_mcp.store import memories
-from memory_mcp.store.db import Database
-from memory_mcp.store.errors import DatabaseUnavailable, StoreError
-from memory_mcp.store.migrate import head_revision
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_mcp import metrics
-from memory_mcp.backfill import backfill
-from memory_mcp.logs import describe_exception, request_id_var
-from memory_mcp.settings import Settings
+from memory_mcp.core import metrics
+from memory_mcp.core.backfill import backfill
+from memory_mcp.core.logs import describe_exception, request_id_var
+from memory_mcp.core.settings import Settings
+from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
+from memory_mcp.store import memories
+from memory_mcp.store.db import Database
+from memory_mcp.store.errors import DatabaseUnavailable, StoreError
+from memory_mcp.store.migrate import head_revision
 
 from .mcp_tools import build_mcp
 from .rest import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memory_mcp import metrics
+from memory_mcp.core import metrics
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import memories
 from memory_mcp.store.db import Database
