@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from memory_mcp.apply import ManifestError, apply_manifests, keys_file_content, load_manifests
+from memory_mcp.operator.specs import ApiKeySpec, SpaceSpec, UserSpec
 from memory_mcp.store import identity, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import EmbeddedPostgres
@@ -174,13 +175,68 @@ def test_every_invalid_object_is_named_with_its_field() -> None:
     assert caught.value.problems == [
         "Space 'alpha' (team.yaml, document 1): spec.deletionPolicy: must be 'Retain' or 'Delete', got 'Keep'",
         "User 'ada' (team.yaml, document 2): spec.email: must be an email address, got 'not-an-email'",
-        "ApiKey 'k' (team.yaml, document 3): spec.grants[0].access: must be 'Read' or 'ReadWrite', got 'Write'",
+        "ApiKey 'k' (team.yaml, document 3): spec.grants[0].access: must be 'Read', 'ReadWrite' or 'Curate', got 'Write'",
+        "ApiKey 'k' (team.yaml, document 3): spec.secretRef.namespace: must be 1-63 lowercase letters, digits "
+        "or '-', starting and ending with a letter or digit",
+        "ApiKey 'k' (team.yaml, document 3): spec.secretRef.name: must be a DNS subdomain name of at most 253 "
+        "characters",
         "ApiKey 'd' (team.yaml, document 4): spec.defaultSpace: 'beta' must be one of the granted spaces",
         "Space 'alpha' (team.yaml, document 5): declared twice (first in team.yaml, document 1)",
         "team.yaml, document 6: kind must be one of Space, User, ApiKey, got 'ConfigMap'",
-        "Space 'beta' (team.yaml, document 7): apiVersion must be memory-mcp.io/v1alpha1, got 'memory-mcp.io/v1'",
-        "User (team.yaml, document 8): metadata.name is required",
+        "Space 'beta' (team.yaml, document 7): apiVersion: must be memory-mcp.io/v1alpha1, got 'memory-mcp.io/v1'",
+        "User (team.yaml, document 8): metadata.name: is required",
+        "User (team.yaml, document 8): spec.email: is required",
+        "User (team.yaml, document 8): spec.displayName: is required",
     ]
+
+
+def test_unknown_fields_are_refused_at_every_level_with_every_other_problem() -> None:
+    space = {
+        **obj("Space", "gamma", displayName=" ", colour="blue", quotas={"maxMemories": -1, "maxMemory": 3}),
+        "extra": 1,
+    }
+    key = obj(
+        "ApiKey",
+        "k",
+        user="ada",
+        grants=[{"space": "gamma", "access": "Read", "role": "x"}],
+        secretRef={"namespace": "ns", "name": "s", "key": "k"},
+    )
+    with pytest.raises(ManifestError) as caught:
+        load_manifests(yaml.safe_dump_all([space, key]), "team.yaml")
+    prune = "a cluster would drop it silently, since CRDs prune unknown fields"
+    assert caught.value.problems == [
+        f"Space 'gamma' (team.yaml, document 1): extra: unknown field (an object has apiVersion, kind, "
+        f"metadata, spec, status); {prune}",
+        f"Space 'gamma' (team.yaml, document 1): spec.colour: unknown field (spec has deletionPolicy, "
+        f"description, displayName, quotas); {prune}",
+        "Space 'gamma' (team.yaml, document 1): spec.displayName: must not be blank",
+        f"Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemory: unknown field (spec.quotas has "
+        f"maxDocuments, maxMemories); {prune}",
+        "Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemories: must be an integer >= 0, got -1",
+        f"ApiKey 'k' (team.yaml, document 2): spec.grants[0].role: unknown field (spec.grants[0] has access, "
+        f"space); {prune}",
+        f"ApiKey 'k' (team.yaml, document 2): spec.secretRef.key: unknown field (spec.secretRef has name, "
+        f"namespace); {prune}",
+    ]
+
+
+def test_the_parsers_know_exactly_the_fields_the_crds_declare() -> None:
+    crds = load_crds()
+
+    def properties(kind: str, *path: str) -> set[str]:
+        schema = crds[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        for step in path:
+            schema = schema["properties"][step]
+            schema = schema.get("items", schema)
+        return set(schema["properties"])
+
+    assert properties("Space") == set(SpaceSpec.FIELDS)
+    assert properties("Space", "quotas") == set(SpaceSpec.QUOTA_FIELDS)
+    assert properties("User") == set(UserSpec.FIELDS)
+    assert properties("ApiKey") == set(ApiKeySpec.FIELDS)
+    assert properties("ApiKey", "grants") == set(ApiKeySpec.GRANT_FIELDS)
+    assert properties("ApiKey", "secretRef") == set(ApiKeySpec.SECRET_REF_FIELDS)
 
 
 def test_broken_yaml_and_empty_files_are_refused() -> None:

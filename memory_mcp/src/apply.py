@@ -19,12 +19,14 @@ import yaml
 from memory_mcp.operator import reconcile
 from memory_mcp.operator.outcome import Outcome
 from memory_mcp.operator.secrets import SecretRef, StoredKey
-from memory_mcp.operator.specs import API_VERSION, ApiKeySpec, SpaceSpec, UserSpec
+from memory_mcp.operator.specs import API_VERSION, ApiKeySpec, Checker, SpaceSpec, UserSpec, problems_of
 from memory_mcp.store import validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import ValidationError
 
 KINDS = ("Space", "User", "ApiKey")  # also the order they are applied in
+# An object's top level; ``status`` (as ``kubectl get -o yaml`` writes it) is accepted and ignored.
+ENVELOPE = ("apiVersion", "kind", "metadata", "spec", "status")
 ACTOR = "apply"
 
 
@@ -66,27 +68,34 @@ def _documents(text: str, source: str) -> Iterator[tuple[str, object]]:
             yield where, doc
 
 
-def _manifest(where: str, doc: object) -> Manifest:
-    """Check one object's envelope and spec; raises ValueError naming the object and the field."""
+def _manifest(where: str, doc: object) -> Manifest | list[str]:
+    """Check one object's envelope and spec: the manifest, or every problem, each naming the object
+    and the field at fault."""
     if not isinstance(doc, Mapping):
-        raise ValueError(f"{where}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
+        return [f"{where}: expected a Kubernetes object (a mapping), got {type(doc).__name__}"]
     kind = doc.get("kind")
     metadata = doc.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     label = f"{kind} '{name}'" if isinstance(name, str) else f"{kind or 'object'}"
     if kind not in KINDS:
-        raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        return [f"{where}: kind must be one of {', '.join(KINDS)}, got {kind!r}"]
+    check = Checker()
+    check.known_fields(doc, ENVELOPE, "")
     if doc.get("apiVersion") != API_VERSION:
-        raise ValueError(
-            f"{label} ({where}): apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}"
+        check.problems.append(
+            ValidationError("apiVersion", f"must be {API_VERSION}, got {doc.get('apiVersion')!r}")
         )
     if not isinstance(name, str):
-        raise ValueError(f"{kind} ({where}): metadata.name is required")
+        check.problems.append(ValidationError("metadata.name", "is required"))
+    else:
+        check.field(lambda: validation.object_name(name, "metadata.name"), name)
     try:
-        validation.object_name(name, "metadata.name")
         _SPEC_PARSERS[kind](doc.get("spec"))
     except ValidationError as exc:
-        raise ValueError(f"{label} ({where}): {exc.field}: {exc.message}") from None
+        check.problems.extend(problems_of(exc))
+    if check.problems:
+        return [f"{label} ({where}): {p.field}: {p.message}" for p in check.problems]
+    assert isinstance(name, str)
     return Manifest(kind, name, dict(doc["spec"]), where)
 
 
@@ -113,10 +122,11 @@ def load_manifests(text: str, source: str = "input") -> list[Manifest]:
             continue
         if identity is not None:
             seen[identity] = where
-        try:
-            manifests.append(_manifest(where, doc))
-        except ValueError as exc:
-            problems.append(str(exc))
+        checked = _manifest(where, doc)
+        if isinstance(checked, Manifest):
+            manifests.append(checked)
+        else:
+            problems.extend(checked)
     if problems:
         raise ManifestError(problems)
     if not manifests:

@@ -42,4 +42,4 @@ class Outcome:
 
     @classmethod
     def invalid(cls, exc: ValidationError) -> Outcome:
-        return cls(False, INVALID_SPEC, f"{exc.field}: {exc.message}")
+        return cls(False, INVALID_SPEC, str(exc))  # every problem of the spec, each with its field

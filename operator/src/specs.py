@@ -1,16 +1,18 @@
 """The ``spec`` of Space, User and ApiKey objects, parsed and checked as the CRDs describe them.
 
 The API server enforces the CRD schemas in a cluster; ``memory-mcp apply`` has no API server, so
-both paths parse through here. Every error names the field (``spec.grants[1].access``) and the
-defaults are the CRDs' defaults.
+both paths parse through here. A spec is checked whole: every problem is reported, each naming its
+field (``spec.grants[1].access``), and fields the CRD does not declare are refused (an API server
+would prune them silently, so a misspelt field would quietly do nothing). The defaults are the
+CRDs' defaults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_mcp.store import validation
 from memory_mcp.store.access import Role, parse_role
@@ -25,12 +27,59 @@ API_VERSION = f"{GROUP}/{VERSION}"
 DELETION_POLICIES = ("Retain", "Delete")
 # secretRef.name may be a DNS subdomain, like every Secret name.
 _SUBDOMAIN_MAX = 253
+T = TypeVar("T")
 
 
-def _mapping(value: object, field: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValidationError(field, "must be an object")
-    return value
+class SpecInvalid(ValidationError):
+    """Every problem of one spec; ``field`` and ``message`` are the first's, ``problems`` all of them."""
+
+    def __init__(self, problems: list[ValidationError]) -> None:
+        super().__init__(problems[0].field, problems[0].message)
+        self.problems = problems
+        self.args = ("; ".join(f"{p.field}: {p.message}" for p in problems),)
+
+
+def problems_of(exc: ValidationError) -> list[ValidationError]:
+    """The problems one error stands for (a :class:`SpecInvalid` holds several)."""
+    return exc.problems if isinstance(exc, SpecInvalid) else [exc]
+
+
+class Checker:
+    """Collects the problems of one spec instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.problems: list[ValidationError] = []
+
+    def field(self, check: Callable[[], T], default: T) -> T:
+        """``check()``, or ``default`` with its problems recorded."""
+        try:
+            return check()
+        except ValidationError as exc:
+            self.problems.extend(problems_of(exc))
+            return default
+
+    def known_fields(self, value: Mapping[str, Any], allowed: Collection[str], path: str) -> None:
+        for key in value:
+            if key not in allowed:
+                self.problems.append(
+                    ValidationError(
+                        f"{path}.{key}".lstrip("."),
+                        f"unknown field ({path or 'an object'} has {', '.join(sorted(allowed))}); "
+                        "a cluster would drop it silently, since CRDs prune unknown fields",
+                    )
+                )
+
+    def mapping(self, value: object, path: str, allowed: Collection[str]) -> Mapping[str, Any]:
+        """``value`` as a mapping with only ``allowed`` keys (an empty one, recorded, otherwise)."""
+        if not isinstance(value, Mapping):
+            self.problems.append(ValidationError(path, "must be an object"))
+            return {}
+        self.known_fields(value, allowed, path)
+        return value
+
+    def done(self) -> None:
+        if self.problems:
+            raise SpecInvalid(self.problems)
 
 
 def _string(spec: Mapping[str, Any], key: str, *, required: bool = False, default: str = "") -> str:
@@ -85,26 +134,50 @@ class SpaceSpec:
     max_memories: int | None
     max_documents: int | None
 
+    FIELDS = ("displayName", "description", "deletionPolicy", "quotas")
+    QUOTA_FIELDS = ("maxMemories", "maxDocuments")
+
     @classmethod
     def parse(cls, spec: object) -> SpaceSpec:
-        spec = _mapping(spec, "spec")
-        display_name = _string(spec, "displayName", required=True)
-        if not display_name.strip():
-            raise ValidationError("spec.displayName", "must not be blank")
-        if len(display_name) > 200:
-            raise ValidationError("spec.displayName", "must be at most 200 characters")
-        description = _string(spec, "description")
-        if len(description) > 2000:
-            raise ValidationError("spec.description", "must be at most 2000 characters")
-        policy = _string(spec, "deletionPolicy", default="Retain")
-        if policy not in DELETION_POLICIES:
-            raise ValidationError("spec.deletionPolicy", f"must be 'Retain' or 'Delete', got {policy!r}")
-        quotas = _mapping(spec.get("quotas") or {}, "spec.quotas")
-        max_memories = _count(quotas.get("maxMemories"), "spec.quotas.maxMemories")
-        max_documents = _count(quotas.get("maxDocuments"), "spec.quotas.maxDocuments")
-        if "quotas" in spec and max_memories is None and max_documents is None:
-            raise ValidationError("spec.quotas", "must set maxMemories, maxDocuments or both")
+        check = Checker()
+        spec = check.mapping(spec, "spec", cls.FIELDS)
+        display_name = check.field(lambda: _display_name(spec), "")
+        description = check.field(lambda: _description(spec), "")
+        policy = check.field(lambda: _deletion_policy(spec), "Retain")
+        quotas = check.mapping(spec.get("quotas") or {}, "spec.quotas", cls.QUOTA_FIELDS)
+        max_memories = check.field(lambda: _count(quotas.get("maxMemories"), "spec.quotas.maxMemories"), None)
+        max_documents = check.field(
+            lambda: _count(quotas.get("maxDocuments"), "spec.quotas.maxDocuments"), None
+        )
+        if "quotas" in spec and not any(key in quotas for key in cls.QUOTA_FIELDS):
+            check.problems.append(
+                ValidationError("spec.quotas", "must set maxMemories, maxDocuments or both")
+            )
+        check.done()
         return cls(display_name, description, policy, max_memories, max_documents)
+
+
+def _display_name(spec: Mapping[str, Any]) -> str:
+    display_name = _string(spec, "displayName", required=True)
+    if not display_name.strip():
+        raise ValidationError("spec.displayName", "must not be blank")
+    if len(display_name) > 200:
+        raise ValidationError("spec.displayName", "must be at most 200 characters")
+    return display_name
+
+
+def _description(spec: Mapping[str, Any]) -> str:
+    description = _string(spec, "description")
+    if len(description) > 2000:
+        raise ValidationError("spec.description", "must be at most 2000 characters")
+    return description
+
+
+def _deletion_policy(spec: Mapping[str, Any]) -> str:
+    policy = _string(spec, "deletionPolicy", default="Retain")
+    if policy not in DELETION_POLICIES:
+        raise ValidationError("spec.deletionPolicy", f"must be 'Retain' or 'Delete', got {policy!r}")
+    return policy
 
 
 @dataclass(frozen=True)
@@ -114,17 +187,24 @@ class UserSpec:
     role: Role
     active: bool
 
+    FIELDS = ("email", "displayName", "role", "active")
+
     @classmethod
     def parse(cls, spec: object) -> UserSpec:
-        spec = _mapping(spec, "spec")
-        email = validation.email(_string(spec, "email", required=True), "spec.email")
-        display_name = _string(spec, "displayName", required=True)
-        validation.non_empty(display_name, "spec.displayName")
-        role = parse_role(_string(spec, "role", default=Role.READER.value), "spec.role")
+        check = Checker()
+        spec = check.mapping(spec, "spec", cls.FIELDS)
+        email = check.field(lambda: validation.email(_string(spec, "email", required=True), "spec.email"), "")
+        display_name = check.field(
+            lambda: validation.non_empty(_string(spec, "displayName", required=True), "spec.displayName"), ""
+        )
+        role = check.field(
+            lambda: parse_role(_string(spec, "role", default=Role.READER.value), "spec.role"), Role.READER
+        )
         active = spec.get("active", True)
         if not isinstance(active, bool):
-            raise ValidationError("spec.active", f"must be true or false, got {active!r}")
-        return cls(email, display_name.strip(), role, active)
+            check.problems.append(ValidationError("spec.active", f"must be true or false, got {active!r}"))
+        check.done()
+        return cls(email, display_name.strip(), role, bool(active))
 
 
 @dataclass(frozen=True)
@@ -136,46 +216,76 @@ class ApiKeySpec:
     expires_at: datetime | None
     rotation_generation: int
 
+    FIELDS = ("user", "grants", "defaultSpace", "secretRef", "expiresAt", "rotationGeneration")
+    GRANT_FIELDS = ("space", "access")
+    SECRET_REF_FIELDS = ("namespace", "name")
+
     @classmethod
     def parse(cls, spec: object) -> ApiKeySpec:
-        spec = _mapping(spec, "spec")
-        user = validation.object_name(_string(spec, "user", required=True), "spec.user")
-        raw_grants = spec.get("grants")
-        if not isinstance(raw_grants, list) or not raw_grants:
-            raise ValidationError("spec.grants", "must list at least one {space, access} grant")
-        grants: list[GrantSpec] = []
-        for i, item in enumerate(raw_grants):
-            grant = _mapping(item, f"spec.grants[{i}]")
-            for key in ("space", "access"):
-                if not isinstance(grant.get(key), str):
-                    raise ValidationError(f"spec.grants[{i}].{key}", "is required and must be a string")
-            try:
-                parsed = GrantSpec.parse(grant["space"], grant["access"], i)
-            except ValidationError as exc:
-                raise ValidationError(f"spec.{exc.field}", exc.message) from None
-            if any(g.space == parsed.space for g in grants):
-                raise ValidationError(
-                    f"spec.grants[{i}].space", f"'{parsed.space}' is granted twice; grant each space once"
-                )
-            grants.append(parsed)
+        check = Checker()
+        spec = check.mapping(spec, "spec", cls.FIELDS)
+        user = check.field(
+            lambda: validation.object_name(_string(spec, "user", required=True), "spec.user"), ""
+        )
+        grants = cls._grants(check, spec.get("grants"))
         default_space = spec.get("defaultSpace")
         if default_space is not None:
-            default_space = validation.space_key(default_space, "spec.defaultSpace")
-            if all(g.space != default_space for g in grants):
-                raise ValidationError(
-                    "spec.defaultSpace", f"'{default_space}' must be one of the granted spaces"
+            default_space = check.field(
+                lambda: validation.space_key(default_space, "spec.defaultSpace"), None
+            )
+            if default_space is not None and grants and all(g.space != default_space for g in grants):
+                check.problems.append(
+                    ValidationError(
+                        "spec.defaultSpace", f"'{default_space}' must be one of the granted spaces"
+                    )
                 )
-        ref = _mapping(spec.get("secretRef"), "spec.secretRef")
+        ref = check.mapping(spec.get("secretRef"), "spec.secretRef", cls.SECRET_REF_FIELDS)
         secret_ref = SecretRef(
-            namespace=validation.object_name(ref.get("namespace", ""), "spec.secretRef.namespace"),
-            name=_dns_subdomain(ref.get("name"), "spec.secretRef.name"),
+            namespace=check.field(
+                lambda: validation.object_name(ref.get("namespace", ""), "spec.secretRef.namespace"), ""
+            ),
+            name=check.field(lambda: _dns_subdomain(ref.get("name"), "spec.secretRef.name"), ""),
         )
-        rotation = _count(spec.get("rotationGeneration"), "spec.rotationGeneration") or 0
+        rotation = check.field(lambda: _count(spec.get("rotationGeneration"), "spec.rotationGeneration"), 0)
+        expires_at = check.field(lambda: _rfc3339(spec.get("expiresAt"), "spec.expiresAt"), None)
+        check.done()
         return cls(
             user=user,
             grants=tuple(grants),
             default_space=default_space,
             secret_ref=secret_ref,
-            expires_at=_rfc3339(spec.get("expiresAt"), "spec.expiresAt"),
-            rotation_generation=rotation,
+            expires_at=expires_at,
+            rotation_generation=rotation or 0,
         )
+
+    @classmethod
+    def _grants(cls, check: Checker, raw: object) -> list[GrantSpec]:
+        if not isinstance(raw, list) or not raw:
+            check.problems.append(
+                ValidationError("spec.grants", "must list at least one {space, access} grant")
+            )
+            return []
+        grants: list[GrantSpec] = []
+        for i, item in enumerate(raw):
+            grant = check.mapping(item, f"spec.grants[{i}]", cls.GRANT_FIELDS)
+            missing = [key for key in cls.GRANT_FIELDS if not isinstance(grant.get(key), str)]
+            for key in missing:
+                check.problems.append(
+                    ValidationError(f"spec.grants[{i}].{key}", "is required and must be a string")
+                )
+            if missing:
+                continue
+            try:
+                parsed = GrantSpec.parse(grant["space"], grant["access"], i)
+            except ValidationError as exc:
+                check.problems.append(ValidationError(f"spec.{exc.field}", exc.message))
+                continue
+            if any(g.space == parsed.space for g in grants):
+                check.problems.append(
+                    ValidationError(
+                        f"spec.grants[{i}].space", f"'{parsed.space}' is granted twice; grant each space once"
+                    )
+                )
+                continue
+            grants.append(parsed)
+        return grants
