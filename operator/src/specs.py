@@ -246,7 +246,9 @@ class ApiKeySpec:
             ),
             name=check.field(lambda: _dns_subdomain(ref.get("name"), "spec.secretRef.name"), ""),
         )
-        rotation = check.field(lambda: _count(spec.get("rotationGeneration"), "spec.rotationGeneration"), 0)
+        rotation: int | None = check.field(
+            lambda: _count(spec.get("rotationGeneration"), "spec.rotationGeneration"), None
+        )
         expires_at = check.field(lambda: _rfc3339(spec.get("expiresAt"), "spec.expiresAt"), None)
         check.done()
         return cls(
