@@ -96,6 +96,30 @@ async def test_a_changed_grant_applies_to_the_same_key(db: Database) -> None:
     assert await grants_of(db, key) == {"alpha": "Read", "handbook": "Read"}
 
 
+async def test_every_change_is_named_with_its_old_and_new_value(db: Database) -> None:
+    await apply_text(db, team())
+    changed = yaml.safe_load_all(team())
+    edited = []
+    for doc in changed:
+        if doc["kind"] == "Space" and doc["metadata"]["name"] == "alpha":
+            doc["spec"].update(displayName="Alpha team", deletionPolicy="Delete", quotas={"maxMemories": 100})
+        if doc["kind"] == "User":
+            doc["spec"].update(displayName="Ada King", email="ada@king.example")
+        if doc["kind"] == "ApiKey":
+            doc["spec"].update(defaultSpace="handbook", expiresAt="2031-01-01T00:00:00Z")
+        edited.append(doc)
+    report = await apply_text(db, yaml.safe_dump_all(edited))
+    assert [r.describe() for r in report.results] == [
+        "space/alpha: updated space 'alpha': displayName 'Alpha' -> 'Alpha team', "
+        "deletionPolicy 'Retain' -> 'Delete', quotas.maxMemories none -> 100",
+        "space/handbook: unchanged",
+        "user/ada: changed the email of 'ada' from ada@example.com to ada@king.example; "
+        "changed the display name of 'ada' from 'Ada Lovelace' to 'Ada King'",
+        "apikey/ada-laptop: set defaultSpace 'alpha' -> 'handbook', "
+        "expiresAt none -> '2031-01-01T00:00:00+00:00'",
+    ]
+
+
 async def test_a_deactivated_user_is_locked_out_of_the_real_server(
     db: Database, db_urls: tuple[str, str]
 ) -> None:

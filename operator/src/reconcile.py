@@ -24,8 +24,47 @@ from .specs import ApiKeySpec, SpaceSpec, UserSpec
 DEFAULT_ACTOR = "operator"
 
 
+# How a column of `spaces` is named in a Space manifest, where that is not its camelCase.
+_SPACE_FIELDS = {
+    "max_memories": "quotas.maxMemories",
+    "max_documents": "quotas.maxDocuments",
+    "max_bytes": "quotas.maxBytes",
+}
+
+
+def _shown(value: object) -> str:
+    return "none" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def _differences(before: Mapping[str, Any], after: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    """``field 'old' -> 'new'`` for every setting that differs, in the manifest's field names."""
+    changed = []
+    for column, value in after.items():
+        if before.get(column) != value:
+            head, *rest = column.split("_")
+            field = names.get(column, head + "".join(part.capitalize() for part in rest))
+            changed.append(f"{field} {_shown(before.get(column))} -> {_shown(value)}")
+    return ", ".join(changed)
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+async def _managed_by_cli(db: Database, kind: str, name: str) -> Outcome | None:
+    """A not-ready outcome when the command line made this object: a manifest never takes it over."""
+    if await owner_of(db, kind, name) is not Owner.CLI:
+        return None
+    return Outcome(False, CONFLICT, f"{ManagedElsewhere(kind, name, Owner.CLI)}.")
+
+
+async def _left_to_cli(db: Database, kind: str, name: str) -> Outcome | None:
+    """A deleted object whose name the command line now manages: nothing to undo, say so."""
+    if await owner_of(db, kind, name) is not Owner.CLI:
+        return None
+    return Outcome(
+        True, DELETED, f"{kind.capitalize()} '{name}' is managed by the command line; left as it is."
+    )
 
 
 # --- Space --------------------------------------------------------------------------------------
@@ -40,7 +79,10 @@ async def reconcile_space(
         wanted = SpaceSpec.parse(spec)
     except ValidationError as exc:
         return Outcome.invalid(exc)
+    if refused := await _managed_by_cli(db, "space", name):
+        return refused
     before = await spaces.get_space(db, name)
+    settings_before = await spaces.space_settings(db, name)
     _, changed = await spaces.upsert_space(
         db,
         name,
@@ -55,7 +97,10 @@ async def reconcile_space(
     memories, documents = counts or (0, 0)
     changes: tuple[str, ...] = ()
     if changed and before is not None:
-        changes = (f"updated space '{name}'",)
+        settings_after = await spaces.space_settings(db, name) or {}
+        changes = (
+            f"updated space '{name}': {_differences(settings_before or {}, settings_after, _SPACE_FIELDS)}",
+        )
     elif changed and (memories or documents):
         changes = (
             f"restored retained space '{name}' with {_plural(memories, 'memory')} "
@@ -126,8 +171,12 @@ def _user_changes(before: User | None, after: User) -> tuple[str, ...]:
         changes.append(f"activated user '{after.name}'")
     if before.role != after.role:
         changes.append(f"changed the role of '{after.name}' from {before.role.value} to {after.role.value}")
-    if (before.email, before.display_name) != (after.email, after.display_name):
-        changes.append(f"updated the email or display name of '{after.name}'")
+    if before.email != after.email:
+        changes.append(f"changed the email of '{after.name}' from {before.email} to {after.email}")
+    if before.display_name != after.display_name:
+        changes.append(
+            f"changed the display name of '{after.name}' from {before.display_name!r} to {after.display_name!r}"
+        )
     return tuple(changes)
 
 
@@ -237,6 +286,7 @@ class _KeyRun:
 
     async def update(self, grants_before: Mapping[str, str], stored: StoredKey | None) -> None:
         wanted = {g.space: g.access.value for g in self.spec.grants}
+        settings_before = await apikeys.key_settings(self.db, self.name) or {}
         if await apikeys.update_key(
             self.db, self.name, self.spec.grants, self.spec.default_space, self.spec.expires_at, self.actor
         ):
@@ -244,8 +294,9 @@ class _KeyRun:
                 self.changes.append(
                     f"set grants to {_grants_text(wanted)} (were {_grants_text(grants_before)})"
                 )
-            else:
-                self.changes.append("updated the default space or expiry")
+            settings_after = await apikeys.key_settings(self.db, self.name) or {}
+            if settings_after != settings_before:
+                self.changes.append(f"set {_differences(settings_before, settings_after, {})}")
         if stored is not None:
             self.generation, self.generated_at = stored.rotation_generation, stored.generated_at
             if not await self.rotate_if_asked(stored.rotation_generation) and await apikeys.set_key_secret(

@@ -250,6 +250,26 @@ async def get_key(db: Database, name: str) -> tuple[ApiKey, dict[str, str]] | No
     return key_from_row(row), grants
 
 
+async def key_settings(db: Database, name: str) -> dict[str, str | None] | None:
+    """What a manifest declares of a key besides its grants, as it is stored (to report changes)."""
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT s.key AS default_space, k.expires_at FROM api_keys k "
+                    "LEFT JOIN spaces s ON s.id = k.default_space_id WHERE k.name = :n"
+                ),
+                {"n": name},
+            )
+        ).first()
+    if row is None:
+        return None
+    return {
+        "defaultSpace": row.default_space,
+        "expiresAt": row.expires_at.isoformat() if row.expires_at else None,
+    }
+
+
 async def set_key_secret(
     db: Database,
     name: str,

@@ -91,6 +91,19 @@ async def get_space(db: Database, key: str) -> Space | None:
     return _space(row) if row else None
 
 
+# Columns that are bookkeeping, not something a Space declares.
+_NOT_DECLARED = frozenset({"id", "key", "created_at", "updated_at", "detached_at"})
+
+
+async def space_settings(db: Database, key: str) -> dict[str, Any] | None:
+    """Every declared setting of a space as stored, by column (to report what a change changed)."""
+    async with db.transaction() as conn:
+        row = (await conn.execute(text("SELECT * FROM spaces WHERE key = :key"), {"key": key})).first()
+    if row is None:
+        return None
+    return {column: value for column, value in row._mapping.items() if column not in _NOT_DECLARED}
+
+
 async def delete_space(db: Database, key: str, actor: str = "system") -> str | None:
     """Honour the space's deletion policy; returns the policy applied, or None if it was absent.
 
