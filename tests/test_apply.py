@@ -16,7 +16,7 @@ import yaml
 
 from memory_mcp.apply import ManifestError, apply_manifests, keys_file_content, load_manifests
 from memory_mcp.operator.specs import ApiKeySpec, SpaceSpec, UserSpec
-from memory_mcp.store import identity, users
+from memory_mcp.store import identity, spaces, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import EmbeddedPostgres
 from memory_mcp.store.errors import AuthenticationFailed
@@ -233,10 +233,10 @@ def test_unknown_fields_are_refused_at_every_level_with_every_other_problem() ->
         f"Space 'gamma' (team.yaml, document 1): extra: unknown field (an object has apiVersion, kind, "
         f"metadata, spec, status); {prune}",
         f"Space 'gamma' (team.yaml, document 1): spec.colour: unknown field (spec has deletionPolicy, "
-        f"description, displayName, quotas); {prune}",
+        f"description, displayName, quotas, writePolicy); {prune}",
         "Space 'gamma' (team.yaml, document 1): spec.displayName: must not be blank",
         f"Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemory: unknown field (spec.quotas has "
-        f"maxDocuments, maxMemories); {prune}",
+        f"maxBytes, maxDocuments, maxMemories); {prune}",
         "Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemories: must be an integer >= 0, got -1",
         f"ApiKey 'k' (team.yaml, document 2): spec.grants[0].role: unknown field (spec.grants[0] has access, "
         f"space); {prune}",
@@ -305,7 +305,20 @@ async def test_the_examples_apply_cleanly_and_reapply_as_no_ops(db: Database) ->
     manifests = [m for path in EXAMPLES for m in load_manifests(path.read_text(), path.name)]
     report = await apply_manifests(db, manifests)
     assert report.ok, [r.describe() for r in report.results if not r.outcome.ready]
-    assert sorted(report.new_keys) == ["ada-laptop", "ci-bot-docs", "grace-agent", "me-claude"]
+    assert sorted(report.new_keys) == [
+        "ada-laptop",
+        "ci-bot-docs",
+        "grace-agent",
+        "margaret-curator",
+        "me-claude",
+        "policy-agent",
+    ]
+    assert await grants_of(db, report.new_keys["margaret-curator"]) == {"policies": "Curate"}
+    policies = await spaces.get_space(db, "policies")
+    assert policies is not None and policies.write_policy == "Review"
+    assert (await spaces.space_settings(db, "policies") or {})["max_bytes"] == 50_000_000
+    agent = (await identity.authenticate(db, report.new_keys["policy-agent"])).key
+    assert (agent.rate_per_minute, agent.rate_burst) == (120, 20)
     assert await grants_of(db, report.new_keys["grace-agent"]) == {
         "team-alpha": "ReadWrite",
         "handbook": "Read",
@@ -323,7 +336,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=180,
-        env={**os.environ, "MEMORY_MCP_LOG_JSON": "false"},
+        env={**os.environ, "MEMORY_MCP_LOG_FORMAT": "text"},
     )
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -177,3 +179,76 @@ def test_backfill_embeds_what_was_saved_without_vectors(data_dir: Path) -> None:
         assert asyncio.run(missing(prepared)) == 0
     finally:
         prepared.stop()
+
+
+def test_the_ready_line_comes_once_the_server_listens_with_lines_to_paste(data_dir: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORY_MCP_")},
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], 1)
+            if not ready:
+                assert proc.poll() is None, "".join(lines)
+                continue
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            assert line, "".join(lines)
+            lines.append(line)
+            if "Memory-MCP is ready" in line:
+                # No retry: the line promises the port accepts connections already.
+                assert httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+                break
+        else:
+            raise AssertionError("no ready line: " + "".join(lines))
+        for _ in range(3):
+            lines.append(proc.stderr.readline())  # type: ignore[union-attr]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    text = "".join(lines) + err
+    url = f"http://127.0.0.1:{port}/mcp"
+    assert f"Memory-MCP is ready: {url}\n" in text
+    assert f'  export MEMORY_MCP_KEY="$(cat {data_dir / "bootstrap-key"})"\n' in text
+    assert (
+        f"  claude mcp add --scope project --transport http memory-mcp {url} "
+        "--header 'Authorization: Bearer ${MEMORY_MCP_KEY}'\n"
+    ) in text
+    # A quiet first start: no warnings from libraries, no migration chatter, the notice on one line.
+    assert "Warning" not in text and "alembic" not in text, text
+    assert "created user 'admin' (Writer), space 'default' and this API key (shown once, also in" in text
+    assert out.strip().startswith("mmk_")
+
+
+def test_a_taken_port_fails_at_once_before_the_database_or_the_model(data_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memory_mcp.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: the port is already in use; choose another with --port" in (
+        " ".join(result.stderr.split())
+    )
+    assert "Memory-MCP is ready" not in result.stderr
+    assert not (data_dir / "pg").exists()  # PostgreSQL was never set up, so the model never loaded

@@ -73,12 +73,16 @@ def serve(
     from memory_mcp.core.database import prepare_database
     from memory_mcp.core.logs import configure_logging
     from memory_mcp.server.app import create_app
+    from memory_mcp.serving import ReadyServer, port_problem, print_ready
     from memory_mcp.store.errors import DatabaseSetupError
 
     settings = load_settings(
         host=host, port=port, data_dir=data_dir, database_url=database_url, embedder=embedder
     )
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_format)
+    # Before the database or the model: a taken port fails now, not after the model has loaded.
+    if problem := port_problem(settings.host, settings.port):
+        raise fail(f"cannot listen on {settings.host}:{settings.port}: {problem}; choose another with --port")
     try:
         prepared = prepare_database(settings)
     except DatabaseSetupError as exc:
@@ -89,23 +93,24 @@ def serve(
             prepared.embedded.supervise()
         wedged = prepared.embedded.wedged if prepared.embedded is not None else None
         key = asyncio.run(_first_start(prepared)) if settings.bootstrap else None
+        key_file = settings.data_dir / "bootstrap-key"
         if key is not None:
-            key_file = settings.data_dir / "bootstrap-key"
             write_secret_file(key_file, key + "\n")
             console.print(
                 "[bold]First start:[/bold] created user 'admin' (Writer), space 'default' and this API key "
-                f"(shown once, also in {key_file}, mode 0600):"
+                f"(shown once, also in {key_file}, mode 0600):",
+                soft_wrap=True,
             )
             print(key, flush=True)
         db = prepared.open(settings.db_pool_size)
-        console.print(f"Memory-MCP on http://{settings.host}:{settings.port}/mcp")
-        uvicorn.run(
+        config = uvicorn.Config(
             create_app(settings, db, on_shutdown=prepared.stop, wedged=wedged),
             host=settings.host,
             port=settings.port,
             log_level="warning",
             access_log=False,
         )
+        ReadyServer(config, lambda port: print_ready(settings.host, port, key_file)).run()
     except DatabaseSetupError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -322,7 +327,7 @@ def operator(
     from memory_mcp.store.errors import DatabaseSetupError
 
     settings = load_settings(data_dir=data_dir, database_url=database_url)
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_format)
     namespaces = (
         frozenset(n.strip() for n in secret_namespaces.split(",") if n.strip()) if secret_namespaces else None
     )

