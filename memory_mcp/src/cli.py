@@ -66,6 +66,12 @@ def serve(
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
     embedder: Annotated[str | None, typer.Option(help="'local' or the URL of the embedding service")] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format", help="auto (readable in a terminal, JSON lines otherwise), text or json"
+        ),
+    ] = None,
 ) -> None:
     """Serve MCP at /mcp (plus /v1, /healthz, /readyz, /metrics); embedded PostgreSQL by default."""
     import uvicorn
@@ -77,7 +83,12 @@ def serve(
     from memory_mcp.store.errors import DatabaseSetupError
 
     settings = load_settings(
-        host=host, port=port, data_dir=data_dir, database_url=database_url, embedder=embedder
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        database_url=database_url,
+        embedder=embedder,
+        log_format=log_format,
     )
     configure_logging(settings.log_level, settings.log_format)
     # Before the database or the model: a taken port fails now, not after the model has loaded.
