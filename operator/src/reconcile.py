@@ -16,6 +16,7 @@ from memory_mcp.store import apikeys, keys, spaces, users, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import Conflict, NotFound, SpaceNotFound, ValidationError
 from memory_mcp.store.models import User
+from memory_mcp.store.ownership import ManagedElsewhere, Owner, owner_of
 
 from .outcome import CONFLICT, DELETED, RECONCILED, RETAINED, SPACE_NOT_FOUND, USER_NOT_FOUND, Outcome
 from .secrets import SecretStore, SecretStoreError, StoredKey
@@ -121,6 +122,8 @@ async def remove_space(
     db: Database, name: str, spec: Mapping[str, Any], actor: str = DEFAULT_ACTOR
 ) -> Outcome:
     """The Space object is gone: honour its deletionPolicy (Retain detaches, Delete removes data)."""
+    if kept := await _left_to_cli(db, "space", name):
+        return kept
     try:
         wanted: SpaceSpec | None = SpaceSpec.parse(spec)
     except ValidationError:
@@ -189,6 +192,8 @@ async def reconcile_user(
         wanted = UserSpec.parse(spec)
     except ValidationError as exc:
         return Outcome.invalid(exc)
+    if refused := await _managed_by_cli(db, "user", name):
+        return refused
     before = await users.get_user(db, name)
     try:
         user, _ = await users.upsert_user(
@@ -208,6 +213,8 @@ async def reconcile_user(
 
 async def remove_user(db: Database, name: str, actor: str = DEFAULT_ACTOR) -> Outcome:
     """The User object is gone: remove the user and their keys (what they wrote stays)."""
+    if kept := await _left_to_cli(db, "user", name):
+        return kept
     if await users.delete_user(db, name, actor=actor):
         return Outcome(
             True, DELETED, f"User '{name}' and their keys were removed.", (f"removed user '{name}'",)
@@ -344,6 +351,8 @@ async def reconcile_apikey(
         wanted = ApiKeySpec.parse(spec)
     except ValidationError as exc:
         return Outcome.invalid(exc)
+    if refused := await _managed_by_cli(db, "api key", name):
+        return refused
     user = await users.get_user(db, wanted.user)
     if user is None:
         return Outcome(
@@ -434,6 +443,8 @@ async def remove_apikey(
     actor: str = DEFAULT_ACTOR,
 ) -> Outcome:
     """The ApiKey object is gone: delete the key (it stops working) and its Secret."""
+    if kept := await _left_to_cli(db, "api key", name):
+        return kept
     changes = []
     if await apikeys.delete_key(db, name, actor=actor):
         changes.append(f"deleted key '{name}'")

@@ -85,12 +85,14 @@ async def create_key(
     actor: str = "system",
     plaintext: str | None = None,
     rotation_generation: int | None = None,
+    managed_by: str = "manifest",
 ) -> tuple[ApiKey, str]:
     """Create a key for user ``user`` (a user name); returns the key and its plaintext, shown once.
 
     ``plaintext`` imports a key generated elsewhere (the operator writes a key to its Secret before
     the database sees it); only its hash is stored. ``rotation_generation`` is recorded in the audit
-    trail so a later reconcile knows which declared generation the key was made for.
+    trail so a later reconcile knows which declared generation the key was made for. ``managed_by``
+    names the tool that manages the key (see :mod:`.ownership`).
     """
     validation.object_name(name)
     _check_grants(grants, default_space)
@@ -108,8 +110,8 @@ async def create_key(
         row = (
             await conn.execute(
                 text(
-                    "INSERT INTO api_keys (user_id, name, prefix, key_hash, default_space_id, expires_at) "
-                    "VALUES (:u, :n, :p, :h, :d, :e) RETURNING *"
+                    "INSERT INTO api_keys (user_id, name, prefix, key_hash, default_space_id, expires_at, "
+                    "managed_by) VALUES (:u, :n, :p, :h, :d, :e, :m) RETURNING *"
                 ),
                 {
                     "u": owner.id,
@@ -118,6 +120,7 @@ async def create_key(
                     "h": new.hash,
                     "d": ids[default_space] if default_space else None,
                     "e": expires_at,
+                    "m": managed_by,
                 },
             )
         ).one()

@@ -164,14 +164,25 @@ async def list_spaces(db: Database, caller: Caller) -> list[SpaceSummary]:
 
 
 async def bootstrap(db: Database) -> str | None:
-    """On an empty database: an admin Writer, a ``default`` space and a key; returns the key once."""
+    """On an empty database: an admin Writer, a ``default`` space and a key; returns the key once.
+
+    No manifest declares them, so the command line manages them (``memory-mcp key revoke`` etc.).
+    """
     async with db.transaction() as conn:
         if (await conn.execute(text("SELECT 1 FROM users LIMIT 1"))).first() is not None:
             return None
     await upsert_user(
-        db, "admin", "admin@localhost.localdomain", "Administrator", Role.WRITER, actor="bootstrap"
+        db,
+        "admin",
+        "admin@localhost.localdomain",
+        "Administrator",
+        Role.WRITER,
+        actor="bootstrap",
+        managed_by="cli",
     )
-    await upsert_space(db, "default", "Default", "Created on first start", actor="bootstrap")
+    await upsert_space(
+        db, "default", "Default", "Created on first start", actor="bootstrap", managed_by="cli"
+    )
     try:
         _, plaintext = await create_key(
             db,
@@ -180,6 +191,7 @@ async def bootstrap(db: Database) -> str | None:
             [GrantSpec("default", Access.READ_WRITE)],
             "default",
             actor="bootstrap",
+            managed_by="cli",
         )
     except Conflict:  # another process bootstrapped the same database a moment ago
         return None

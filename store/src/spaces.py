@@ -27,8 +27,11 @@ async def upsert_space(
     max_memories: int | None = None,
     max_documents: int | None = None,
     actor: str = "system",
+    managed_by: str = "manifest",
 ) -> tuple[Space, bool]:
-    """Create or update a space (re-attaching a retained one); returns (space, changed)."""
+    """Create or update a space (re-attaching a retained one); returns (space, changed).
+
+    ``managed_by`` is recorded when the space is created (see :mod:`.ownership`)."""
     validation.space_key(key)
     display_name = validation.non_empty(display_name, "displayName")
     if deletion_policy not in ("Retain", "Delete"):
@@ -53,10 +56,10 @@ async def upsert_space(
                 await conn.execute(
                     text(
                         "INSERT INTO spaces (key, display_name, description, deletion_policy, max_memories, "
-                        "max_documents) VALUES (:key, :display_name, :description, :deletion_policy, "
-                        ":max_memories, :max_documents) RETURNING *"
+                        "max_documents, managed_by) VALUES (:key, :display_name, :description, "
+                        ":deletion_policy, :max_memories, :max_documents, :managed_by) RETURNING *"
                     ),
-                    values,
+                    {**values, "managed_by": managed_by},
                 )
             ).one()
             await record(conn, actor, "space.created", "space", key, space_id=row.id)

@@ -28,8 +28,11 @@ async def upsert_user(
     role: str | Role,
     active: bool = True,
     actor: str = "system",
+    managed_by: str = "manifest",
 ) -> tuple[User, bool]:
-    """Create or update a user; returns (user, changed). Deactivation stops all their keys."""
+    """Create or update a user; returns (user, changed). Deactivation stops all their keys.
+
+    ``managed_by`` is recorded when the user is created (see :mod:`.ownership`)."""
     values = {
         "name": validation.object_name(name),
         "email": validation.email(email),
@@ -50,10 +53,10 @@ async def upsert_user(
             row = (
                 await conn.execute(
                     text(
-                        "INSERT INTO users (name, email, display_name, role, active) "
-                        "VALUES (:name, :email, :display_name, :role, :active) RETURNING *"
+                        "INSERT INTO users (name, email, display_name, role, active, managed_by) "
+                        "VALUES (:name, :email, :display_name, :role, :active, :managed_by) RETURNING *"
                     ),
-                    values,
+                    {**values, "managed_by": managed_by},
                 )
             ).one()
             await record(conn, actor, "user.created", "user", name, details={"role": row.role})
