@@ -118,16 +118,13 @@ def _is_mpeg_audio_frame(head: bytes) -> bool:
 
 
 def _looks_like_text(head: bytes) -> bool:
+    """UTF-16 with a BOM, or no NUL and next to no control bytes (UTF-8, Latin-1, Windows-1252)."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return True
     if b"\x00" in head:
         return False
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # A multi-byte character cut at the end of the head is still text.
-        return exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
-    return True
+    controls = sum(1 for byte in head if byte < 0x20 and byte not in b"\t\n\r\f")
+    return controls <= len(head) // 100
 
 
 def detect_type(filename: str | None, head: bytes) -> str | None:
@@ -162,10 +159,22 @@ def detect_type(filename: str | None, head: bytes) -> str | None:
         if b"word/" in head or (b"[Content_Types].xml" in head and ext == ".docx"):
             return DOCX
         return None
+    if not head and not ext:
+        return None  # an empty file without a name says nothing about its kind
     media_type = _TEXT_EXTENSIONS.get(ext)
-    if media_type is not None and _looks_like_text(head):
-        return media_type
-    return None
+    if media_type is None or not _looks_like_text(head):
+        return None
+    # Without a name, only UTF-8 counts as text: too many binary formats pass as Windows-1252.
+    return media_type if ext or _is_utf8(head) else None
+
+
+def _is_utf8(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut by the end of the head is still UTF-8.
+        return exc.reason == "unexpected end of data" and exc.start >= len(head) - 3
+    return True
 
 
 def kind_of(media_type: str) -> str:

@@ -43,7 +43,17 @@ def extract_docx(path: Path, progress: Progress) -> Extracted:
     try:
         document = docx.Document(str(path))
         blocks = list(document.iter_inner_content())
-    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+    except (
+        PackageNotFoundError,
+        zipfile.BadZipFile,
+        KeyError,
+        ValueError,
+        OSError,
+        AttributeError,
+        TypeError,
+        IndexError,
+    ) as exc:
+        # python-docx reports a missing or malformed part as any of these.
         raise ExtractionFailed("the Word file is corrupt or not a .docx document") from exc
     except Exception as exc:
         # lxml's XMLSyntaxError for a damaged part; lxml is python-docx's to import, not ours.
