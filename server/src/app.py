@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from importlib.metadata import version as package_version
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
@@ -30,6 +31,8 @@ from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
 
+from .api_docs import install_api_docs
+from .documents_worker import DocumentWorker
 from .mcp_tools import build_mcp
 from .rest import (
     ErrorResponse,
@@ -270,7 +273,9 @@ def create_app(
 
     app = FastAPI(
         title="Memory-MCP",
-        version="0.1.0",
+        version=package_version("memory-mcp"),
+        docs_url=None,  # served by install_api_docs from packaged assets
+        redoc_url=None,
         description="Remote memory for AI agents. MCP at /mcp; the same operations as REST under /v1.",
         lifespan=lifespan,
     )
@@ -312,6 +317,7 @@ def create_app(
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(build_router(service))
+    install_api_docs(app)
     # A route of its own rather than a mount at "/": a mount matches every path, which turned unknown
     # paths into the MCP app's plain-text 404 and a wrong method on a REST route into a 404 too.
     app.router.routes.append(Route("/mcp", mcp_app, include_in_schema=False))

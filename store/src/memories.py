@@ -27,7 +27,8 @@ MEMORY_SELECT = """
            m.is_latest, m.forgotten_at, m.created_at, m.updated_at,
            m.created_by_user_id, cu.display_name AS created_by,
            m.updated_by_user_id, uu.display_name AS updated_by,
-           m.embedding IS NOT NULL AS has_embedding
+           m.embedding IS NOT NULL AS has_embedding,
+           m.char_start, m.char_end, m.page, m.start_s, m.end_s
     FROM memories m
     JOIN spaces s ON s.id = m.space_id
     LEFT JOIN users cu ON cu.id = m.created_by_user_id
@@ -37,7 +38,10 @@ MEMORY_SELECT = """
 DOCUMENT_COLS = """
     d.id, s.key AS space_key, d.title, d.doc_type, d.status, d.summary, d.size_bytes, d.created_at,
     d.updated_at, d.created_by_user_id, cu.display_name AS created_by,
-    d.updated_by_user_id, uu.display_name AS updated_by
+    d.updated_by_user_id, uu.display_name AS updated_by,
+    d.source, d.media_type, d.file_name, d.category, d.progress, d.error, d.metadata, d.forgotten_at,
+    greatest(jsonb_array_length(d.pages), 1) AS page_count,
+    (SELECT count(*) FROM memories dm WHERE dm.document_id = d.id) AS memory_count
 """
 DOCUMENT_FROM = """
     FROM documents d
@@ -65,10 +69,17 @@ def memory_from_row(row: Any) -> Memory:
         updated_by_user_id=row.updated_by_user_id,
         updated_by=row.updated_by,
         has_embedding=row.has_embedding,
+        char_start=row.char_start,
+        char_end=row.char_end,
+        page=row.page,
+        start_s=row.start_s,
+        end_s=row.end_s,
     )
 
 
-def _document(row: Any, content: str | None = None, memory_ids: Sequence[uuid.UUID] = ()) -> Document:
+def document_from_row(
+    row: Any, content: str | None = None, memory_ids: Sequence[uuid.UUID] = (), page: int = 1
+) -> Document:
     return Document(
         id=row.id,
         space_key=row.space_key,
@@ -85,6 +96,17 @@ def _document(row: Any, content: str | None = None, memory_ids: Sequence[uuid.UU
         updated_by=row.updated_by,
         content=content,
         memory_ids=tuple(memory_ids),
+        source=row.source,
+        media_type=row.media_type,
+        file_name=row.file_name,
+        category=row.category,
+        progress=float(row.progress),
+        error=row.error,
+        metadata=dict(row.metadata or {}),
+        forgotten_at=row.forgotten_at,
+        memory_count=int(row.memory_count),
+        page_count=int(row.page_count),
+        page=page,
     )
 
 
@@ -462,49 +484,6 @@ async def list_memories(
             {"s": ctx.space.id, "l": limit, "o": (page - 1) * limit},
         )
         return Page([memory_from_row(r) for r in rows], page, limit, int(total))
-
-
-async def list_documents(db: Database, ctx: SpaceContext, page: int = 1, limit: int = 10) -> Page[Document]:
-    page, limit = validation.paging(page, limit)
-    async with db.transaction([ctx.space.id]) as conn:
-        total = (
-            await conn.execute(
-                text("SELECT count(*) FROM documents WHERE space_id = :s"), {"s": ctx.space.id}
-            )
-        ).scalar_one()
-        rows = await conn.execute(
-            text(
-                f"SELECT {DOCUMENT_COLS} {DOCUMENT_FROM} WHERE d.space_id = :s "
-                "ORDER BY d.created_at DESC, d.id LIMIT :l OFFSET :o"
-            ),
-            {"s": ctx.space.id, "l": limit, "o": (page - 1) * limit},
-        )
-        return Page([_document(r) for r in rows], page, limit, int(total))
-
-
-async def get_document(db: Database, caller: Caller, document_id: str | uuid.UUID) -> Document:
-    """One document (by id or short id) from any space the key can read; anything else is not found."""
-    span = id_range(str(document_id))
-    lo, hi = span or (validation.parse_uuid(document_id, "documentId"),) * 2
-    async with db.transaction(caller.readable_space_ids) as conn:
-        rows = (
-            await conn.execute(
-                text(
-                    f"SELECT {DOCUMENT_COLS}, d.content {DOCUMENT_FROM} WHERE d.id BETWEEN :lo AND :hi LIMIT 2"
-                ),
-                {"lo": lo, "hi": hi},
-            )
-        ).all()
-        if len(rows) != 1:  # none, or a short id that fits two documents
-            raise NotFound("document", str(document_id))
-        row = rows[0]
-        doc_id = row.id
-        memory_ids = (
-            await conn.execute(
-                text("SELECT id FROM memories WHERE document_id = :d ORDER BY created_at"), {"d": doc_id}
-            )
-        ).scalars()
-        return _document(row, content=row.content, memory_ids=list(memory_ids))
 
 
 async def recent_memories(db: Database, ctx: SpaceContext, limit: int = 20) -> list[Memory]:

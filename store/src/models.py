@@ -102,8 +102,19 @@ class Document:
     created_by: str | None
     updated_by_user_id: uuid.UUID | None
     updated_by: str | None
-    content: str | None = None  # only filled when one document is read
+    content: str | None = None  # only filled when one document is read (one page of it)
     memory_ids: tuple[uuid.UUID, ...] = ()
+    source: str = "memory"  # memory (one saved memory), text (a long add_memory) or file (an upload)
+    media_type: str | None = None
+    file_name: str | None = None
+    category: str | None = None
+    progress: float = 1.0  # 0..1 while a file is extracted
+    error: str | None = None  # why extraction failed
+    metadata: dict[str, object] = field(default_factory=dict)
+    forgotten_at: datetime | None = None
+    memory_count: int = 0
+    page_count: int = 1  # pages of content (getDocument shows one at a time)
+    page: int = 1  # the page ``content`` holds
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,12 @@ class Memory:
     updated_by_user_id: uuid.UUID | None
     updated_by: str | None
     has_embedding: bool = False
+    # Where in its document the memory comes from (documents split into several memories).
+    char_start: int | None = None
+    char_end: int | None = None
+    page: int | None = None
+    start_s: float | None = None
+    end_s: float | None = None
 
 
 @dataclass(frozen=True)

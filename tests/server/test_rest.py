@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import uuid
 
 import httpx2
@@ -91,6 +92,31 @@ async def test_openapi_and_health(server: RunningServer) -> None:
         assert ready.status_code == 200 and ready.json()["status"] == "ready"
         metrics = (await http.get("/metrics")).text
         assert "memory_mcp_db_pool_size" in metrics
+
+
+async def test_openapi_declares_the_bearer_key_and_describes_every_operation(server: RunningServer) -> None:
+    async with httpx2.AsyncClient(base_url=server.base) as http:
+        spec = (await http.get("/openapi.json")).json()
+        schemes = spec["components"]["securitySchemes"]
+        ((name, scheme),) = schemes.items()
+        assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
+        for path, operations in spec["paths"].items():
+            for method, operation in operations.items():
+                where = f"{method.upper()} {path}"
+                # The upload URL of prepare-file-upload authenticates by its one-time token instead.
+                wanted = None if path.startswith("/v1/uploads") else [{name: []}]
+                assert operation.get("security") == wanted, where
+                summary = operation.get("summary", "")
+                generated = operation["operationId"].split("_v1")[0].replace("_", " ").title()
+                assert summary and summary != generated and not summary.endswith("."), (where, summary)
+                assert len(operation.get("description", "")) >= 40, where
+
+        page = (await http.get("/docs")).text
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page) + re.findall(r"url: '([^']+)'", page)
+        assert sources and all(s.startswith("/") for s in sources), sources  # nothing from a CDN
+        for source in sources:
+            assert (await http.get(source)).status_code == 200, source
+        assert "persistAuthorization" in page
 
 
 async def test_start_up_takes_what_it_loaded_out_of_garbage_collection(
