@@ -41,6 +41,7 @@ from .rest import (
     install_error_handlers,
     internal_error_response,
 )
+from .rest_documents import UPLOAD_PATHS
 from .service import MemoryService
 from .throttle import AuthThrottle
 
@@ -49,6 +50,8 @@ access_log = logging.getLogger("memory_mcp.access")
 BACKFILL_INTERVAL_S = 30.0
 RECALL_FLUSH_INTERVAL_S = 2.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# An upload's body is its file plus the multipart boundaries and form fields around it.
+UPLOAD_ENVELOPE_BYTES = 64 * 1024
 
 
 class RequestMetrics:
@@ -241,6 +244,10 @@ def create_app(
     mcp_app.add_middleware(ErrorBoundary)
     mcp_app.add_exception_handler(Exception, _internal_error)
     head = head_revision()
+    # Every serve process works the document queue (document_workers = 0 turns this off).
+    workers = [
+        DocumentWorker(db, lambda: service.embedder, settings) for _ in range(settings.document_workers)
+    ]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -255,6 +262,7 @@ def create_app(
         background = [
             asyncio.create_task(_maintain_embeddings(service, settings)),
             asyncio.create_task(_flush_recalls(service)),
+            *(asyncio.create_task(w.run()) for w in workers),
         ]
         try:
             async with mcp.session_manager.run():
@@ -281,6 +289,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.state.service = service
+    app.state.document_workers = workers
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
@@ -323,7 +332,10 @@ def create_app(
     app.router.routes.append(Route("/mcp", mcp_app, include_in_schema=False))
     # Largest request body by path prefix (the longest matching prefix decides). REST and MCP parse
     # JSON bodies in memory and share the default; an upload route adds its own, larger limit here.
-    app.add_middleware(BodyLimit, limits={"": settings.max_body_bytes})
+    upload_limit = settings.max_upload_bytes + UPLOAD_ENVELOPE_BYTES
+    app.add_middleware(
+        BodyLimit, limits={"": settings.max_body_bytes, **dict.fromkeys(UPLOAD_PATHS, upload_limit)}
+    )
     app.add_middleware(
         AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
     )

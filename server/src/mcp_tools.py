@@ -20,7 +20,7 @@ from memory_mcp.store import validation
 from memory_mcp.store.errors import AuthenticationFailed, StoreError
 from memory_mcp.store.models import Caller
 
-from . import render
+from . import mcp_documents, render
 from .schemas import (
     PROVENANCE_NOTICE,
     AddOut,
@@ -258,8 +258,9 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         content: Annotated[
             str,
             Field(
-                description="The fact to save, or the memory (text, id or short id) to forget",
-                max_length=validation.MAX_CONTENT,
+                description="The fact to save (longer than 2,000 characters: it becomes a document of several "
+                "memories), or the memory (text, id or short id) to forget",
+                max_length=validation.MAX_DOCUMENT_TEXT,
             ),
         ],
         action: Annotated[Literal["save", "forget"], Field(description="save or forget")] = "save",
@@ -298,9 +299,10 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         documentId: Annotated[
             str, Field(description="Document id (or short id) from listDocuments or a memory", max_length=64)
         ],
+        page: Annotated[int, Field(ge=1, le=validation.MAX_PAGE, description="Page of the content")] = 1,
     ) -> Annotated[CallToolResult, DocumentDetailOut]:
         return await _call(
-            "getDocument", service, lambda c: service.get_document(c, documentId), render.document
+            "getDocument", service, lambda c: service.get_document(c, documentId, page), render.document
         )
 
     @mcp.tool(
@@ -393,4 +395,5 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         body = "\n\n".join(render.profile(p, notice=False) for p in profiles)
         return f"Context from Memory-MCP. {PROVENANCE_NOTICE}\n\n{body}"
 
+    mcp_documents.register(mcp, service)
     return mcp

@@ -16,6 +16,7 @@ from .schemas import (
     PROVENANCE_NOTICE,
     AddOut,
     DocumentDetailOut,
+    DocumentOut,
     DocumentsOut,
     MemoriesOut,
     MemoryOut,
@@ -24,6 +25,7 @@ from .schemas import (
     SearchHitOut,
     SearchOut,
     SelectSpaceOut,
+    SourceOut,
     SpacesOut,
     WhoAmIOut,
 )
@@ -48,6 +50,23 @@ def _shared_byline(items: Sequence[SearchHitOut | MemoryOut]) -> str | None:
     return lines.pop() if len(lines) == 1 else None
 
 
+def _where(document_id: str, source: SourceOut | None) -> str | None:
+    """Where a piece of a longer document comes from: ``doc 1a2b3c4d p.3`` (or a time range)."""
+    if source is None:
+        return None
+    where = f"doc {short_id(document_id)}"
+    if source.page is not None:
+        where += f" p.{source.page}"
+    if source.startS is not None and source.endS is not None:
+        where += f" {_clock(source.startS)}-{_clock(source.endS)}"
+    return where
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}:{rest:02d}"
+
+
 def _hit(h: SearchHitOut, byline: bool) -> str:
     meta = [short_id(h.id)]
     if h.similarity is not None:
@@ -56,6 +75,8 @@ def _hit(h: SearchHitOut, byline: bool) -> str:
         meta.append(f"v{h.version}")
     if h.category:
         meta.append(f"#{h.category}")
+    if where := _where(h.documentId, h.source):
+        meta.append(f"[{where}]")
     if byline:
         meta.append(f"({_byline(h.createdBy, h.createdAt)})")
     return ("" if h.matching else "~") + " ".join(meta) + " " + _quote(h.content)
@@ -67,6 +88,8 @@ def _memory(m: MemoryOut, byline: bool = True) -> str:
         meta.append(f"[{m.status}]")
     if m.category:
         meta.append(f"#{m.category}")
+    if where := _where(m.documentId, m.source):
+        meta.append(f"[{where}]")
     if byline:
         who = _byline(m.createdBy, m.createdAt)
         if m.updatedBy and m.updatedBy != m.createdBy:
@@ -125,6 +148,10 @@ def search(r: SearchOut) -> str:
 
 def add(r: AddOut) -> str:
     lines = [r.message]
+    if r.document is not None:
+        lines.append(
+            f"Document {short_id(r.document.id)}: {r.document.memoryCount} memories; title {r.document.title!r}"
+        )
     if r.memory is not None:
         lines.append(_memory(r.memory))
     if r.superseded is not None:
@@ -148,20 +175,39 @@ def documents(r: DocumentsOut) -> str:
     for d in r.documents:
         summary = "" if d.summary == d.title else "\n" + _quote(d.summary)
         lines.append(
-            f"{short_id(d.id)} {d.type} {d.status} {d.createdAt:%Y-%m-%d} {_quote(d.title)}{summary}"
+            f"{short_id(d.id)} {d.type} {_state(d)} {d.createdAt:%Y-%m-%d} {_quote(d.title)}{summary}"
         )
     if p.hasMore:
         lines.append(f"More on page {p.page + 1}.")
     return "\n".join(lines)
 
 
+def _state(d: DocumentOut) -> str:
+    """The status, with what a reader acts on: the file, progress while extracting, why it failed,
+    the memories it made."""
+    state = d.status
+    if d.status in ("queued", "processing"):
+        state += f" {d.progress:.0%}"
+    if d.fileName and d.fileName != d.title:
+        state += f" file {d.fileName!r}"
+    if d.memoryCount > 1:
+        state += f" {d.memoryCount} memories"
+    if d.forgottenAt is not None:
+        state += " [forgotten]"
+    if d.error:
+        state += f" ({d.error})"
+    return state
+
+
 def document(d: DocumentDetailOut) -> str:
     summary = "" if d.summary == d.content else f"Summary:\n{_quote(d.summary)}\n"
+    page = f", page {d.page} of {d.pages}" if d.pages > 1 else ""
+    more = f"\nMore on page {d.page + 1}." if d.page < d.pages else ""
     return (
-        f"{PROVENANCE_NOTICE}\nDocument {short_id(d.id)} in space '{d.space}' ({d.type}, {d.status}, "
-        f"{d.size} bytes), by {_byline(d.createdBy, d.createdAt)}.\nTitle: {_quote(d.title)}\n"
+        f"{PROVENANCE_NOTICE}\nDocument {short_id(d.id)} in space '{d.space}' ({d.type}, {_state(d)}, "
+        f"{d.size} bytes{page}), by {_byline(d.createdBy, d.createdAt)}.\nTitle: {_quote(d.title)}\n"
         f"{summary}Content:\n{_quote(d.content)}\n"
-        f"Memories: {', '.join(short_id(i) for i in d.memoryIds) or 'none'}"
+        f"Memories: {', '.join(short_id(i) for i in d.memoryIds) or 'none'}{more}"
     )
 
 

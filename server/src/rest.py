@@ -230,8 +230,16 @@ def _memory_text(value: str) -> str:
         raise PydanticCustomError("memory_text", exc.message) from None
 
 
+def _document_text(value: str) -> str:
+    try:
+        return validation.document_text(value)
+    except ValidationError as exc:
+        raise PydanticCustomError("memory_text", exc.message) from None
+
+
 Storable = AfterValidator(_storable)
 MemoryText = AfterValidator(_memory_text)
+DocumentText = AfterValidator(_document_text)
 SpaceKey = Annotated[str, Field(max_length=validation.MAX_SPACE_KEY), Storable]
 OptionalSpaceKey = Annotated[str | None, Field(max_length=validation.MAX_SPACE_KEY), Storable]
 
@@ -239,7 +247,12 @@ OptionalSpaceKey = Annotated[str | None, Field(max_length=validation.MAX_SPACE_K
 class SaveIn(BaseModel):
     # At most one memory's worth: longer text is refused here, before anything is embedded.
     content: Annotated[
-        str, Field(description="The fact to save", max_length=validation.MAX_CONTENT), MemoryText
+        str,
+        Field(
+            description="The fact to save; longer than 2,000 characters, a document of several memories",
+            max_length=validation.MAX_DOCUMENT_TEXT,
+        ),
+        DocumentText,
     ]
     category: Annotated[str | None, Field(max_length=validation.MAX_CATEGORY), Storable] = None
     containerTag: OptionalSpaceKey = None
@@ -391,7 +404,11 @@ def build_router(service: MemoryService) -> APIRouter:
     @router.get(
         "/documents/{document_id}", response_model=DocumentDetailOut, response_model_exclude_none=True
     )
-    async def document(document_id: str, c: Auth) -> DocumentDetailOut:
-        return await service.get_document(c, document_id)
+    async def document(document_id: str, c: Auth, page: PageQ = 1) -> DocumentDetailOut:
+        return await service.get_document(c, document_id, page)
+
+    from . import rest_documents  # it builds on this module's dependencies
+
+    router.include_router(rest_documents.build_router(service))
 
     return router

@@ -59,6 +59,9 @@ class MemoryOut(Out):
     updatedBy: str | None = None
     updatedByUserId: str | None = None
     forgottenAt: datetime | None = None
+    source: SourceOut | None = Field(
+        default=None, description="Where in its document a piece of a document is"
+    )
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -71,8 +74,25 @@ class MemoryOut(Out):
             supersedesId=str(m.supersedes_id) if m.supersedes_id else None,
             documentId=str(m.document_id),
             forgottenAt=m.forgotten_at,
+            source=SourceOut.of(m),
             **_attribution(m),
         )
+
+
+class SourceOut(Out):
+    """Where a memory taken from a longer document lies in it: characters, page, time range."""
+
+    charStart: int
+    charEnd: int
+    page: int | None = None
+    startS: float | None = None
+    endS: float | None = None
+
+    @classmethod
+    def of(cls, m: Memory) -> SourceOut | None:
+        if m.char_start is None or m.char_end is None:
+            return None  # a memory saved on its own is the whole of its document
+        return cls(charStart=m.char_start, charEnd=m.char_end, page=m.page, startS=m.start_s, endS=m.end_s)
 
 
 class SearchHitOut(Out):
@@ -86,6 +106,7 @@ class SearchHitOut(Out):
     category: str | None = None
     version: int | None = Field(default=None, description="Given when the memory is a later version")
     documentId: str
+    source: SourceOut | None = None
     createdAt: datetime
     createdBy: str | None = None
 
@@ -125,6 +146,9 @@ class AddOut(Out):
     superseded: MemoryOut | None = None
     candidates: list[MemoryOut] | None = None
     embedded: bool | None = None
+    document: DocumentOut | None = Field(
+        default=None, description="Long content: the document it became (its memories: memoryCount)"
+    )
 
 
 class DocumentOut(Out):
@@ -140,6 +164,14 @@ class DocumentOut(Out):
     updatedAt: datetime
     updatedBy: str | None = None
     updatedByUserId: str | None = None
+    mediaType: str | None = None
+    fileName: str | None = None
+    category: str | None = None
+    progress: float = Field(description="Extraction progress, 0 to 1")
+    error: str | None = Field(default=None, description="Why extraction failed (status failed)")
+    memoryCount: int
+    pages: int = Field(description="Pages of content; getDocument shows one at a time")
+    forgottenAt: datetime | None = None
 
     @classmethod
     def of(cls, d: Document) -> DocumentOut:
@@ -149,8 +181,9 @@ class DocumentOut(Out):
 class DocumentDetailOut(DocumentOut):
     space: str
     notice: str = PROVENANCE_NOTICE
-    content: str
-    memoryIds: list[str]
+    content: str = Field(description="One page of the extracted text (see page and pages)")
+    page: int = 1
+    memoryIds: list[str] = Field(description="The memories taken from this page")
 
     @classmethod
     def of_detail(cls, d: Document) -> DocumentDetailOut:
@@ -158,8 +191,33 @@ class DocumentDetailOut(DocumentOut):
             **_document_fields(d),
             space=d.space_key,
             content=d.content or "",
+            page=d.page,
             memoryIds=[str(i) for i in d.memory_ids],
         )
+
+
+class UploadOut(DocumentOut):
+    """The answer to an upload: the queued document, or the one the same file made before."""
+
+    space: str
+    existing: bool = Field(description="True: the same file was uploaded before; this is its document")
+
+    @classmethod
+    def of_upload(cls, d: Document, existing: bool) -> UploadOut:
+        return cls(**_document_fields(d), space=d.space_key, existing=existing)
+
+
+class ForgetDocumentOut(Out):
+    status: Literal["forgotten", "already_forgotten"]
+    message: str
+    memoriesForgotten: int
+    document: DocumentOut
+
+
+class UploadTokenOut(Out):
+    uploadUrl: str = Field(description="POST the file here as multipart/form-data (field 'file')")
+    uploadToken: str = Field(description="Send as the form field 'uploadToken'; works once")
+    expiresAt: datetime
 
 
 def _document_fields(d: Document) -> dict[str, Any]:
@@ -170,6 +228,14 @@ def _document_fields(d: Document) -> dict[str, Any]:
         "status": d.status,
         "summary": d.summary,
         "size": d.size_bytes,
+        "mediaType": d.media_type,
+        "fileName": d.file_name,
+        "category": d.category,
+        "progress": round(d.progress, 3),
+        "error": d.error,
+        "memoryCount": d.memory_count,
+        "pages": d.page_count,
+        "forgottenAt": d.forgotten_at,
         **_attribution(d),
     }
 

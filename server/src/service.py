@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections import Counter
@@ -12,16 +13,28 @@ from typing import Literal
 from memory_mcp.core import metrics
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
-from memory_mcp.store import identity, memories, profile, search, validation
+from memory_mcp.store import (
+    documents,
+    identity,
+    memories,
+    pipeline,
+    profile,
+    search,
+    uploads,
+    validation,
+)
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import SecretRefused, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
+from memory_mcp.store.secrets import find_secret
 
+from .documents_worker import embed_batches
 from .schemas import (
     AddOut,
     DocumentDetailOut,
     DocumentOut,
     DocumentsOut,
+    ForgetDocumentOut,
     GrantOut,
     KeyOut,
     MemoriesOut,
@@ -32,8 +45,10 @@ from .schemas import (
     SearchHitOut,
     SearchOut,
     SelectSpaceOut,
+    SourceOut,
     SpaceOut,
     SpacesOut,
+    UploadTokenOut,
     UserOut,
     WhoAmIOut,
 )
@@ -161,6 +176,7 @@ class MemoryService:
                 category=h.memory.category,
                 version=h.memory.version if h.memory.version > 1 else None,
                 documentId=str(h.memory.document_id),
+                source=SourceOut.of(h.memory),
                 createdAt=h.memory.created_at,
                 createdBy=h.memory.created_by,
             )
@@ -208,6 +224,8 @@ class MemoryService:
         return await self._save(ctx, content, category)
 
     async def _save(self, ctx: SpaceContext, content: str, category: str | None) -> AddOut:
+        if isinstance(content, str) and len(content.strip()) > validation.MAX_CONTENT:
+            return await self._save_document(ctx, content, category)
         try:
             # Refused input costs microseconds, not a forward pass.
             content, category = memories.checked_content(content, category)
@@ -293,15 +311,83 @@ class MemoryService:
         self, caller: Caller, page: int = 1, limit: int = 10, container_tag: str | None = None
     ) -> DocumentsOut:
         ctx = identity.resolve_space(caller, container_tag)
-        result = await memories.list_documents(self.db, ctx, page, limit)
+        result = await documents.list_documents(self.db, ctx, page, limit)
         return DocumentsOut(
             space=ctx.space.key,
             documents=[DocumentOut.of(d) for d in result.items],
             pagination=PageInfo.of(result),
         )
 
-    async def get_document(self, caller: Caller, document_id: str) -> DocumentDetailOut:
-        return DocumentDetailOut.of_detail(await memories.get_document(self.db, caller, document_id))
+    async def get_document(self, caller: Caller, document_id: str, page: int = 1) -> DocumentDetailOut:
+        return DocumentDetailOut.of_detail(await documents.get_document(self.db, caller, document_id, page))
+
+    async def forget_document(self, caller: Caller, document_id: str) -> ForgetDocumentOut:
+        result = await documents.forget_document(self.db, caller, document_id)
+        doc = DocumentOut.of(result.document)
+        where = f"document {memories.short_id(doc.id)} in space '{result.document.space_key}'"
+        if result.already:
+            return ForgetDocumentOut(
+                status="already_forgotten",
+                message=f"Nothing changed: {where} was forgotten already.",
+                memoriesForgotten=0,
+                document=doc,
+            )
+        return ForgetDocumentOut(
+            status="forgotten",
+            message=f"Forgot {where} and {result.memories_forgotten} of its memories (history is kept).",
+            memoriesForgotten=result.memories_forgotten,
+            document=doc,
+        )
+
+    async def prepare_upload(
+        self, caller: Caller, container_tag: str | None, upload_url: str
+    ) -> UploadTokenOut:
+        """A one-time token for one upload into the space, by this key, and where to send it."""
+        ctx = identity.resolve_space(caller, container_tag)
+        token, expires_at = await uploads.create_upload_token(self.db, ctx)
+        return UploadTokenOut(uploadUrl=upload_url, uploadToken=token, expiresAt=expires_at)
+
+    async def _save_document(self, ctx: SpaceContext, content: str, category: str | None) -> AddOut:
+        """Content longer than one memory: one document, split at paragraphs and sentences, embedded
+        in batches, written in one transaction."""
+        content = validation.document_text(content)
+        category = validation.category(category)
+        # The whole text (and the category) is checked for credentials before any of it is embedded.
+        for name, value in (("category", category), ("content", content)):
+            secret = await asyncio.to_thread(find_secret, value) if value else None
+            if secret is not None:
+                metrics.SECRET_REFUSALS.labels(kind=secret.kind).inc()
+                raise SecretRefused(secret.kind, secret.label, field=name)
+        contents = await asyncio.to_thread(pipeline.prepare_text, content)
+        vectors = await embed_batches(
+            self.embedder,
+            [p.text for p in contents.pieces],
+            self.settings.embedder_max_batch,
+            self.settings.embedder_timeout_s,
+        )
+        stored, made = await documents.save_text(
+            self.db, ctx, category, dataclasses.replace(contents, vectors=vectors)
+        )
+        doc = DocumentOut.of(stored.document)
+        where = f"document {memories.short_id(doc.id)} in space '{ctx.space.key}'"
+        if not stored.created:
+            return AddOut(
+                action="save",
+                status="already_exists",
+                space=ctx.space.key,
+                message=f"Already saved as {where} ({made} memories): returning it.",
+                document=doc,
+            )
+        embedded = all(v is not None for v in vectors)
+        later = "" if embedded else " They will be embedded for semantic search later."
+        return AddOut(
+            action="save",
+            status="saved",
+            space=ctx.space.key,
+            message=f"Saved as {where}: {made} memories, split at paragraphs and sentences.{later}",
+            document=doc,
+            embedded=embedded,
+        )
 
     async def list_memories(
         self,

@@ -98,3 +98,11 @@ class EmbeddingWidthMismatch(DatabaseSetupError):
 
 class QuotaExceeded(StoreError):
     """The space holds as many memories or documents as its quota allows."""
+
+
+class UploadTokenRefused(AuthenticationFailed):
+    """An upload token that is unknown, spent, expired or bound to another key: one message for all."""
+
+    def __init__(self) -> None:
+        super().__init__("upload_token")
+        self.args = ("invalid, expired or already used upload token: ask for a new one",)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 # --- authentication and space resolution --------------------------------------------------------
 
-_AUTH_SQL = f"""
+_CALLER_SQL = f"""
     SELECT {KEY_COLUMNS}, k.key_hash, u.name AS u_name, u.email, u.display_name, u.role, u.active,
       COALESCE((
         SELECT json_agg(json_build_array(s.id, s.key, s.display_name, s.description, s.deletion_policy,
@@ -31,8 +31,9 @@ _AUTH_SQL = f"""
         FROM key_grants g JOIN spaces s ON s.id = g.space_id
         WHERE g.key_id = k.id AND s.detached_at IS NULL), '[]') AS grants
     FROM api_keys k JOIN users u ON u.id = k.user_id
-    WHERE k.prefix = %(prefix)s
     """
+_AUTH_SQL = _CALLER_SQL + " WHERE k.prefix = %(prefix)s"
+_KEY_ID_SQL = _CALLER_SQL + " WHERE k.id = %(id)s"
 _DUMMY_HASH = keys.hash_key("mmk_0000000000_not-a-key")
 
 
@@ -54,6 +55,21 @@ async def authenticate(db: Database, plaintext: str | None) -> Caller:
         if prefix is None:
             raise _failed("malformed_key" if plaintext else "missing_key", None)
         raise _failed("unknown_key" if row is None else "wrong_secret", prefix)
+    return _caller_from_row(row, prefix)
+
+
+async def caller_for_key(db: Database, key_id: uuid.UUID) -> Caller:
+    """The caller behind a key already verified another way (a one-time upload token bound to it);
+    a key revoked, expired or deactivated since fails as it would at authentication."""
+    async with db.autocommit() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+        await cur.execute(_KEY_ID_SQL, {"id": key_id})
+        row = await cur.fetchone()
+    if row is None:
+        raise _failed("unknown_key", None)
+    return _caller_from_row(row, cast(Any, row).prefix)
+
+
+def _caller_from_row(row: Any, prefix: str | None) -> Caller:
     now = datetime.now(UTC)
     if row.revoked_at is not None:
         raise _failed("revoked", prefix)

@@ -17,7 +17,7 @@ from . import validation
 from .audit import record
 from .db import Database, HalfVector
 from .errors import AccessDenied, Conflict, NotFound, QuotaExceeded, SecretRefused, ValidationError
-from .models import Caller, Document, ForgetResult, Memory, Page, SaveResult, SpaceContext
+from .models import Document, ForgetResult, Memory, Page, SaveResult, SpaceContext
 from .secrets import find_secret
 
 LIVE = "m.is_latest AND m.forgotten_at IS NULL"

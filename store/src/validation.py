@@ -19,6 +19,8 @@ EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 CATEGORY_RE = re.compile(r"[\w][\w .:/-]*")
 
 MAX_CONTENT = 2000  # one memory (the text of add_memory and of a forget request)
+# add_memory content beyond MAX_CONTENT becomes one document of several memories, up to this.
+MAX_DOCUMENT_TEXT = 100_000
 MAX_QUERY = 2000  # a semantic search question
 MAX_KEYWORD = 200  # a literal keyword
 MAX_CATEGORY = 64
@@ -123,6 +125,14 @@ def non_empty(value: str, field: str, max_len: int = MAX_NAME) -> str:
 def content(value: str, field: str = "content") -> str:
     """The text of one memory: stripped, at most :data:`MAX_CONTENT` characters, something visible."""
     value = non_empty(value, field, MAX_CONTENT)
+    if not is_visible(value):
+        raise ValidationError(field, "must contain visible text, not only spaces or invisible characters")
+    return value
+
+
+def document_text(value: str, field: str = "content") -> str:
+    """Text to save: one memory's worth, or up to :data:`MAX_DOCUMENT_TEXT` to become a document."""
+    value = non_empty(value, field, MAX_DOCUMENT_TEXT)
     if not is_visible(value):
         raise ValidationError(field, "must contain visible text, not only spaces or invisible characters")
     return value

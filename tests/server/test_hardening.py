@@ -140,9 +140,9 @@ async def test_text_that_cannot_be_stored_is_a_422_naming_the_field(
                 "visible",
             ),
             (
-                await http.post("/v1/memories", json={"content": "x" * (validation.MAX_CONTENT + 1)}),
+                await http.post("/v1/memories", json={"content": "x" * (validation.MAX_DOCUMENT_TEXT + 1)}),
                 "content",
-                "at most 2000",
+                "at most 100000",
             ),
             (
                 await http.get("/v1/search", params={"query": "q" * (validation.MAX_QUERY + 1)}),
@@ -169,7 +169,7 @@ async def test_text_that_cannot_be_stored_is_a_422_naming_the_field(
             assert words in body["message"], body
             assert MARKER not in response.text  # the input never comes back
         too_long = cases[12][0].json()
-        assert too_long["message"] == "content: must be at most 2000 characters"
+        assert too_long["message"] == "content: must be at most 100000 characters"
 
         # Bytes that are not UTF-8 at all cannot be read as JSON: a 400, same shape.
         unreadable = await post_raw("/v1/memories", b'{"content": "\xff\xfe"}')

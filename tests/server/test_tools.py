@@ -109,7 +109,9 @@ async def test_input_edges(server: RunningServer) -> None:
         assert "documentId: must be a UUID" in await s.error("getDocument", documentId="../etc/passwd")
         assert "space 'nope' not found" in await s.error("listMemories", containerTag="nope")
         assert "space 'nope' not found" in await s.error("search_memory", query="x", containerTag="nope")
-        assert "content: must be at most 2000 characters" in await s.error("add_memory", content="z" * 2001)
+        assert "content: must be at most 100000 characters" in await s.error(
+            "add_memory", content="z" * 100_001
+        )
         assert "content: must not be empty" in await s.error("add_memory", content="   ")
 
 
@@ -217,7 +219,7 @@ async def test_hostile_arguments_get_field_problem_errors_and_nothing_is_stored(
         for tool, args, expected in (
             ("add_memory", {"content": "a\x00b"}, "content: must not contain NUL characters"),
             ("add_memory", {"content": "\u200b\u2060 \u200d"}, "content: must contain visible text"),
-            ("add_memory", {"content": "z" * 1_000_000}, "content: must be at most 2000 characters"),
+            ("add_memory", {"content": "z" * 1_000_000}, "content: must be at most 100000 characters"),
             ("search_memory", {"query": "x\x00"}, "query: must not contain NUL characters"),
             ("search_memory", {"keyword": "\x00"}, "keyword: must not contain NUL characters"),
             ("listMemories", {"page": 2**62}, "page: must be at most 1000000"),

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from sqlalchemy import text
 
-from memory_mcp.store import apikeys, audit, identity, memories, spaces, users
+from memory_mcp.store import apikeys, audit, documents, identity, memories, spaces, users
 from memory_mcp.store.access import Access, Role, parse_role
 from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
@@ -41,7 +41,7 @@ async def test_save_creates_document_and_memory_with_attribution(db: Database) -
     assert m.content == "Release trains leave every second Tuesday."
     assert m.category == "process" and m.version == 1 and m.is_latest and m.forgotten_at is None
     assert m.created_by == m.updated_by == "Ada" and m.created_by_user_id == ctx.caller.user.id
-    doc = await memories.get_document(db, ctx.caller, m.document_id)
+    doc = await documents.get_document(db, ctx.caller, m.document_id)
     assert doc.content == m.content and doc.status == "done" and doc.memory_ids == (m.id,)
     assert doc.created_by == "Ada"
 
@@ -114,7 +114,7 @@ async def test_paging(db: Database) -> None:
     assert len(first.items) == 10 and first.total == 23 and first.has_more
     assert len(last.items) == 3 and not last.has_more
     assert first.items[0].content == "Fact number 22."
-    docs = await memories.list_documents(db, ctx, page=1, limit=50)
+    docs = await documents.list_documents(db, ctx, page=1, limit=50)
     assert docs.total == 23 and len(docs.items) == 23
 
 
@@ -125,10 +125,10 @@ async def test_paging(db: Database) -> None:
         (lambda db, ctx: memories.save_memory(db, ctx, "   \n "), "content"),
         (lambda db, ctx: memories.save_memory(db, ctx, "x" * 2001), "content"),
         (lambda db, ctx: memories.save_memory(db, ctx, "ok", category="bad\ncategory"), "category"),
-        (lambda db, ctx: memories.get_document(db, ctx.caller, "not-a-uuid"), "documentId"),
+        (lambda db, ctx: documents.get_document(db, ctx.caller, "not-a-uuid"), "documentId"),
         (lambda db, ctx: memories.list_memories(db, ctx, page=0), "page"),
         (lambda db, ctx: memories.list_memories(db, ctx, limit=51), "limit"),
-        (lambda db, ctx: memories.list_documents(db, ctx, limit=0), "limit"),
+        (lambda db, ctx: documents.list_documents(db, ctx, limit=0), "limit"),
     ],
 )
 async def test_bad_input_names_the_field_and_writes_nothing(db: Database, call, field: str) -> None:  # type: ignore[no-untyped-def]

@@ -45,6 +45,20 @@ DB_POOL_IN_USE = Gauge("memory_mcp_db_pool_in_use", "Database connections checke
 MEMORIES_PENDING_EMBEDDING = Gauge(
     "memory_mcp_memories_pending_embedding", "Memories saved without a vector, waiting for backfill"
 )
+DOCUMENTS_QUEUE_DEPTH = Gauge(
+    "memory_mcp_documents_queue_depth", "Documents waiting for extraction or being extracted, all spaces"
+)
+DOCUMENT_JOB_DURATION = Histogram(
+    "memory_mcp_document_job_duration_seconds",
+    "Time from claiming a document job to its end, by file kind and outcome",
+    ["kind", "outcome"],
+    buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0),
+)
+DOCUMENT_JOB_FAILURES = Counter(
+    "memory_mcp_document_job_failures_total",
+    "Documents whose extraction failed, by file kind and reason",
+    ["kind", "reason"],
+)
 
 # --- embedder -----------------------------------------------------------------------------
 EMBEDDER_BATCH_SIZE = Histogram(

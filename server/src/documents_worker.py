@@ -1,0 +1,197 @@
+"""The document worker: every ``serve`` process claims queued files, extracts, chunks, embeds, writes.
+
+Extraction is blocking and runs in a thread; the event loop meanwhile renews the job's lease and
+writes its progress (at most once a second). Nothing of a document is visible until its last
+step, one transaction with every memory (store.documents.complete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from memory_mcp.core import metrics
+from memory_mcp.core.settings import Settings
+from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
+from memory_mcp.store import documents, extractors, jobs, pipeline
+from memory_mcp.store.db import Database
+from memory_mcp.store.errors import DatabaseUnavailable, StoreError, ValidationError
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_S = 1.0  # progress is written at most this often
+EXTRACTION_SHARE = 0.8  # of the progress bar: extraction, then embedding the rest
+
+
+async def embed_batches(
+    embedder: Embedder | None,
+    texts: Sequence[str],
+    batch_size: int,
+    timeout_s: float,
+    progress: Callable[[float], None] | None = None,
+) -> list[list[float] | None]:
+    """Vectors for ``texts``, ``batch_size`` at a time; None for all of them once the embedder fails
+    (the memories are written anyway and embedded later by the backfill)."""
+    vectors: list[list[float] | None] = []
+    for at in range(0, len(texts), batch_size):
+        batch = list(texts[at : at + batch_size])
+        if embedder is None:
+            return vectors + [None] * (len(texts) - len(vectors))
+        try:
+            async with asyncio.timeout(timeout_s * max(1, len(batch) // 8)):
+                vectors.extend(await embedder.embed(batch))
+        except (EmbedderUnavailable, TimeoutError) as exc:
+            log.warning("embedding a document failed, its memories are embedded later: %s", exc)
+            return vectors + [None] * (len(texts) - len(vectors))
+        if progress is not None:
+            progress(len(vectors) / len(texts))
+    return vectors
+
+
+class DocumentWorker:
+    """One claim-extract-write loop; a process runs ``document_workers`` of them."""
+
+    def __init__(self, db: Database, embedder: Callable[[], Embedder | None], settings: Settings) -> None:
+        self.db = db
+        self.embedder = embedder  # read at each job: the embedder may connect after start-up
+        self.settings = settings
+        self.name = jobs.worker_name()
+        self.wakeup = asyncio.Event()
+        self.work_dir = settings.data_dir / "documents"
+        self.model_dir = settings.data_dir / "models"
+
+    def wake(self) -> None:
+        """Look at the queue now (a document was just queued by this process)."""
+        self.wakeup.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                metrics.DOCUMENTS_QUEUE_DEPTH.set(await jobs.queue_depth(self.db))
+                job = await jobs.claim(self.db, self.name, self.settings.document_lease_s)
+                if job is not None:
+                    await self.process(job)
+                    continue
+            except DatabaseUnavailable:
+                pass  # the database logs the outage once; the next round tries again
+            except Exception:
+                log.exception("the document worker failed a round")
+            self.wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.document_poll_s):
+                    await self.wakeup.wait()
+
+    async def process(self, job: jobs.Job) -> None:
+        """Work one claimed job to its end: done, failed, or (database gone) left for its lease to run out."""
+        started = time.perf_counter()
+        kind = "unknown"
+        outcome = "failed"
+        reason = "error"
+        progress = _Progress()
+        beat = asyncio.create_task(self._heartbeat(job, progress))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="job-", dir=self.work_dir))
+        try:
+            if job.attempts > self.settings.document_max_attempts:
+                reason = "interrupted"
+                await jobs.fail(
+                    self.db,
+                    job,
+                    f"extraction was interrupted {job.attempts - 1} times (the worker stopped each time); "
+                    "the file may be too large for the memory of the server: split it and upload the parts",
+                )
+                return
+            row = await documents.write_file(self.db, job, folder / "upload")
+            media_type = str(row["media_type"])
+            kind = extractors.SUPPORTED.get(media_type, "unknown")
+            extracted = await asyncio.to_thread(
+                extractors.extract,
+                folder / "upload",
+                media_type,
+                language=None,
+                progress=lambda f: progress.set(f * EXTRACTION_SHARE),
+                model_dir=self.model_dir,
+            )
+            title = row["title"] if (row["metadata"] or {}).get("titleGiven") else None
+            contents = await asyncio.to_thread(
+                pipeline.prepare, extracted, title=title, file_name=row["file_name"]
+            )
+            refused = await asyncio.to_thread(documents.find_secret_in, contents.pieces)
+            if refused is not None:
+                raise refused
+            vectors = await embed_batches(
+                self.embedder(),
+                [p.text for p in contents.pieces],
+                self.settings.embedder_max_batch,
+                self.settings.embedder_timeout_s,
+                lambda f: progress.set(EXTRACTION_SHARE + f * (1 - EXTRACTION_SHARE)),
+            )
+            made = await documents.complete(self.db, job, dataclasses.replace(contents, vectors=vectors))
+            if made is None:
+                outcome = "lost"
+                log.warning(
+                    "document %s was taken over by another worker; its result is dropped", job.document_id
+                )
+            else:
+                outcome = "done"
+                log.info("document %s extracted: %d memories", job.document_id, made)
+        except extractors.ExtractionFailed as exc:
+            reason = "extraction"
+            await jobs.fail(self.db, job, str(exc))
+        except ValidationError as exc:
+            reason = "refused"
+            await jobs.fail(self.db, job, exc.message)
+        except DatabaseUnavailable:
+            outcome = "interrupted"  # the lease runs out and the job is taken again
+        except StoreError as exc:  # a credential in the file, a quota
+            reason = "refused"
+            await jobs.fail(self.db, job, str(exc))
+        except Exception as exc:
+            log.exception("extracting document %s failed", job.document_id)
+            await jobs.fail(
+                self.db, job, f"the file could not be read ({type(exc).__name__}); try another format"
+            )
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            shutil.rmtree(folder, ignore_errors=True)
+            metrics.DOCUMENT_JOB_DURATION.labels(kind=kind, outcome=outcome).observe(
+                time.perf_counter() - started
+            )
+            if outcome == "failed":
+                metrics.DOCUMENT_JOB_FAILURES.labels(kind=kind, reason=reason).inc()
+
+    async def _heartbeat(self, job: jobs.Job, progress: _Progress) -> None:
+        interval = min(self.settings.document_lease_s / 3, PROGRESS_INTERVAL_S)
+        written = -1.0
+        while True:
+            await asyncio.sleep(interval)
+            value = progress.value
+            try:
+                held = await jobs.heartbeat(
+                    self.db, job, self.settings.document_lease_s, value if value != written else None
+                )
+            except DatabaseUnavailable:
+                continue
+            written = value
+            if not held:
+                log.warning("document %s: this worker lost its lease", job.document_id)
+                return
+
+
+class _Progress:
+    """The latest progress, set from the extraction thread, read by the heartbeat (a float: atomic)."""
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def set(self, value: float) -> None:
+        self.value = max(self.value, min(1.0, value))

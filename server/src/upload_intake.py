@@ -1,0 +1,188 @@
+"""Read a multipart upload as it arrives: the file to a temporary file, checked while it streams.
+
+The file's type is decided from its first bytes (415 before the rest is read) and its size is
+counted as it goes (413 at the first byte over the limit), so a refused upload costs at most the
+limit in disk and nothing in memory. Form fields are small and kept in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from memory_mcp.store import extractors
+
+MAX_FIELD_BYTES = 4096  # containerTag, title, category, uploadToken
+MAX_FIELDS = 16
+FILE_FIELD = "file"
+
+
+class UploadRefused(Exception):
+    """The upload cannot be taken: ``status`` (400, 413, 415) and a sentence a person can act on."""
+
+    def __init__(self, status: int, message: str, field: str | None = FILE_FIELD) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+def _unsupported_message() -> str:
+    return (
+        "unsupported file type: upload text, Markdown, CSV, PDF, Word (.docx), an image (PNG, JPEG, "
+        "WebP, GIF), audio (MP3, WAV, M4A) or video (MP4, WebM)"
+    )
+
+
+@dataclass
+class Upload:
+    """A received file on disk, with what was learnt while it streamed."""
+
+    path: Path
+    file_name: str | None = None
+    media_type: str | None = None
+    size: int = 0
+    digest: str = ""
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+class _Receiver:
+    """Callbacks of the multipart parser: one part at a time, the file part streamed to disk."""
+
+    def __init__(self, folder: Path, max_bytes: int) -> None:
+        self.upload = Upload(path=folder / "file")
+        self.max_bytes = max_bytes
+        self._header_name = b""
+        self._header_value = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._name: str | None = None
+        self._is_file = False
+        self._value = bytearray()
+        self._out: IO[bytes] | None = None
+        self._hash = hashlib.sha256()
+        self._head = bytearray()
+        self._checked = False
+        self._files = 0
+
+    # --- parser callbacks ---
+    def on_part_begin(self) -> None:
+        self._headers, self._name, self._is_file = {}, None, False
+        self._value = bytearray()
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._header_name += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        self._headers[self._header_name.lower()] = self._header_value
+        self._header_name, self._header_value = b"", b""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._headers.get(b"content-disposition", b""))
+        self._name = options.get(b"name", b"").decode("utf-8", "replace")
+        filename = options.get(b"filename")
+        self._is_file = self._name == FILE_FIELD
+        if self._is_file:
+            self._files += 1
+            if self._files > 1:
+                raise UploadRefused(400, "send one file per upload")
+            self.upload.file_name = filename.decode("utf-8", "replace") if filename is not None else None
+            self._out = self.upload.path.open("wb")
+        elif len(self.upload.fields) >= MAX_FIELDS:
+            raise UploadRefused(400, "too many form fields", field=None)
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        chunk = data[start:end]
+        if not self._is_file:
+            self._value += chunk
+            if len(self._value) > MAX_FIELD_BYTES:
+                raise UploadRefused(400, f"{self._name}: must be at most {MAX_FIELD_BYTES} bytes", self._name)
+            return
+        self.upload.size += len(chunk)
+        if self.upload.size > self.max_bytes:
+            raise UploadRefused(413, f"the file must be at most {self.max_bytes} bytes")
+        if not self._checked:
+            self._head += chunk[: extractors.HEAD_BYTES - len(self._head)]
+            if len(self._head) >= extractors.HEAD_BYTES:
+                self._check_type()
+        self._hash.update(chunk)
+        assert self._out is not None
+        self._out.write(chunk)
+
+    def on_part_end(self) -> None:
+        if self._is_file:
+            if not self._checked:
+                self._check_type()
+            self.close()
+        elif self._name:
+            try:
+                self.upload.fields[self._name] = self._value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UploadRefused(400, f"{self._name}: must be UTF-8 text", self._name) from None
+
+    # --- helpers ---
+    def _check_type(self) -> None:
+        self._checked = True
+        media_type = extractors.detect_type(self.upload.file_name, bytes(self._head))
+        if media_type is None:
+            raise UploadRefused(415, _unsupported_message())
+        try:
+            extractors.check_available(media_type)
+        except extractors.UnsupportedType as exc:
+            raise UploadRefused(415, str(exc)) from None
+        self.upload.media_type = media_type
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        self.upload.digest = self._hash.hexdigest()
+
+
+async def receive(content_type: str, body: AsyncIterator[bytes], folder: Path, max_bytes: int) -> Upload:
+    """Parse a ``multipart/form-data`` body into ``folder``; raises :class:`UploadRefused`."""
+    kind, options = parse_options_header(content_type)
+    boundary = options.get(b"boundary")
+    if kind != b"multipart/form-data" or not boundary:
+        raise UploadRefused(415, "send the file as multipart/form-data with a 'file' field", field=None)
+    receiver = _Receiver(folder, max_bytes)
+    callbacks = {
+        name: getattr(receiver, name)
+        for name in (
+            "on_part_begin",
+            "on_part_data",
+            "on_part_end",
+            "on_header_field",
+            "on_header_value",
+            "on_header_end",
+            "on_headers_finished",
+        )
+    }
+    parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
+    try:
+        async for chunk in body:
+            parser.write(chunk)
+        parser.finalize()
+    except UploadRefused:
+        raise
+    except Exception as exc:  # the parser's own errors: a malformed body
+        raise UploadRefused(400, "the multipart body could not be parsed", field=None) from exc
+    finally:
+        receiver.close()
+    if receiver.upload.media_type is None:
+        raise UploadRefused(422, "file: is required (a multipart field named 'file')")
+    return receiver.upload
+
+
+def work_folder(data_dir: Path) -> Path:
+    """A fresh folder for one upload under the data dir (removed by the caller when done)."""
+    root = data_dir / "uploads"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="upload-", dir=root))

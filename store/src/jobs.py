@@ -1,0 +1,121 @@
+"""The extraction queue: documents waiting for a worker, claimed with ``FOR UPDATE SKIP LOCKED``.
+
+A worker holds a job by a lease it renews while it works (the heartbeat). A worker that dies stops
+renewing; once its lease has run out, the job is claimed again by whichever worker asks next, in
+this process or another pod. The job row goes in the transaction that writes the document's result,
+so a job is either waiting, held, or finished, never finished twice.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .db import Database
+from .memories import _every_space
+
+
+@dataclass(frozen=True)
+class Job:
+    document_id: uuid.UUID
+    space_id: uuid.UUID
+    worker: str
+    attempts: int  # claims so far, this one included
+
+
+def worker_name() -> str:
+    """Who holds a lease: host, process and a random part (two workers of one process differ)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+async def enqueue(conn: AsyncConnection, document_id: uuid.UUID, space_id: uuid.UUID) -> None:
+    """Queue a document in the caller's transaction: the job exists exactly when its document does."""
+    await conn.execute(
+        text("INSERT INTO document_jobs (document_id, space_id) VALUES (:d, :s)"),
+        {"d": document_id, "s": space_id},
+    )
+
+
+_CLAIM_SQL = """
+    WITH next AS (
+      SELECT document_id FROM document_jobs
+      WHERE lease_until IS NULL OR lease_until < now()
+      ORDER BY enqueued_at, document_id LIMIT 1
+      FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE document_jobs j
+      SET attempts = j.attempts + 1, worker = :w, claimed_at = now(),
+          lease_until = now() + make_interval(secs => :lease)
+      FROM next WHERE j.document_id = next.document_id
+      RETURNING j.document_id, j.space_id, j.attempts
+    ), started AS (
+      UPDATE documents d SET status = 'processing', progress = 0, updated_at = now()
+      FROM claimed WHERE d.id = claimed.document_id
+    )
+    SELECT document_id, space_id, attempts FROM claimed
+"""
+
+
+async def claim(db: Database, worker: str, lease_s: float) -> Job | None:
+    """The oldest job nobody holds (or whose holder's lease ran out), now held by ``worker``."""
+    async with _every_space(db) as conn:
+        row = (await conn.execute(text(_CLAIM_SQL), {"w": worker, "lease": lease_s})).first()
+    if row is None:
+        return None
+    return Job(row.document_id, row.space_id, worker, int(row.attempts))
+
+
+async def heartbeat(db: Database, job: Job, lease_s: float, progress: float | None = None) -> bool:
+    """Renew the lease (and write the progress); False when the job is no longer this worker's."""
+    async with db.transaction([job.space_id]) as conn:
+        held = (
+            await conn.execute(
+                text(
+                    "UPDATE document_jobs SET lease_until = now() + make_interval(secs => :lease) "
+                    "WHERE document_id = :d AND worker = :w RETURNING 1"
+                ),
+                {"d": job.document_id, "w": job.worker, "lease": lease_s},
+            )
+        ).first()
+        if held is not None and progress is not None:
+            await conn.execute(
+                text("UPDATE documents SET progress = :p, updated_at = now() WHERE id = :d"),
+                {"p": max(0.0, min(1.0, progress)), "d": job.document_id},
+            )
+    return held is not None
+
+
+async def release(conn: AsyncConnection, job: Job) -> bool:
+    """Remove the job in the transaction that records its outcome; False if another worker holds it
+    now (this one's lease ran out), and that transaction must then write nothing."""
+    gone = (
+        await conn.execute(
+            text("DELETE FROM document_jobs WHERE document_id = :d AND worker = :w RETURNING 1"),
+            {"d": job.document_id, "w": job.worker},
+        )
+    ).first()
+    return gone is not None
+
+
+async def fail(db: Database, job: Job, reason: str) -> bool:
+    """Mark the document failed with ``reason`` and drop its job and file; False if no longer held."""
+    async with db.transaction([job.space_id]) as conn:
+        if not await release(conn, job):
+            return False
+        await conn.execute(
+            text("UPDATE documents SET status = 'failed', error = :e, updated_at = now() WHERE id = :d"),
+            {"e": reason[:1000], "d": job.document_id},
+        )
+        await conn.execute(text("DELETE FROM document_files WHERE document_id = :d"), {"d": job.document_id})
+    return True
+
+
+async def queue_depth(db: Database) -> int:
+    """Jobs waiting or being worked, all spaces."""
+    async with _every_space(db) as conn:
+        return int((await conn.execute(text("SELECT count(*) FROM document_jobs"))).scalar_one())
