@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError as SettingsError
-from rich.console import Console
 
+from memory_mcp import admin_commands, transfer_commands
 from memory_mcp.core.settings import Settings
+from memory_mcp.options import DatabaseUrl, DataDir, console, fail, load_settings
 
 if TYPE_CHECKING:
     from memory_mcp.core.database import PreparedDatabase
@@ -21,33 +21,8 @@ app = typer.Typer(
     help="Remote memory for AI agents over MCP.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # typer's rich help labels every flag (even --help) with "<bool>"
 )
-console = Console(stderr=True)
-
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Folder of the embedded PostgreSQL (default: per-user data dir)"),
-]
-DatabaseUrl = Annotated[
-    str | None, typer.Option("--database-url", help="postgresql:// URL of an external server instead")
-]
-
-
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from MEMORY_MCP_* variables, with command-line options on top; clear errors."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return Settings(**given)
-    except SettingsError as exc:
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "settings"
-            console.print(f"[red]invalid setting {field}:[/red] {err['msg']}")
-        raise typer.Exit(2) from None
-
-
-def fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(1)
 
 
 def write_secret_file(path: Path, content: str) -> None:
@@ -347,6 +322,10 @@ def operator(
         run_operator(settings, host=host, port=port, options=options)
     except (DatabaseSetupError, KubernetesConfigMissing) as exc:
         raise fail(str(exc)) from None
+
+
+admin_commands.register(app)
+transfer_commands.register(app)
 
 
 def main() -> None:

@@ -411,4 +411,8 @@ def build_router(service: MemoryService) -> APIRouter:
 
     router.include_router(rest_documents.build_router(service))
 
+    from . import rest_export  # it builds on this module's dependencies
+
+    router.include_router(rest_export.build_router(service))
+
     return router

@@ -1,0 +1,85 @@
+"""What every command shares: the console, settings from options, errors, and the database to use."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError as SettingsError
+from rich.console import Console
+
+from memory_mcp.core.settings import Settings
+
+if TYPE_CHECKING:
+    from memory_mcp.store.db import Database
+
+console = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", metavar="DIR", help="Folder of the embedded PostgreSQL (default: per-user data dir)"
+    ),
+]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option("--database-url", metavar="URL", help="postgresql:// URL of an external server instead"),
+]
+
+T = TypeVar("T")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from MEMORY_MCP_* variables, with command-line options on top; clear errors."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except SettingsError as exc:
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "settings"
+            console.print(f"[red]invalid setting {field}:[/red] {err['msg']}")
+        raise typer.Exit(2) from None
+
+
+def fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(1)
+
+
+def on_database(
+    data_dir: Path | None,
+    database_url: str | None,
+    work: Callable[[Settings, Database], Awaitable[T]],
+    pool_size: int = 2,
+) -> T:
+    """Run ``work`` on the database a command names, the way ``apply`` reaches it.
+
+    With a data dir that is the embedded PostgreSQL there, also while a ``serve`` on the same dir
+    runs (the server is shared and outlives this command); the schema is brought to head first.
+    A store error (bad input, a name taken, a space not found) ends the command with its message.
+    """
+    from memory_mcp.core.database import prepare_database
+    from memory_mcp.store.errors import DatabaseSetupError, StoreError
+
+    settings = load_settings(data_dir=data_dir, database_url=database_url)
+    try:
+        prepared = prepare_database(settings)
+    except DatabaseSetupError as exc:
+        raise fail(str(exc)) from None
+
+    async def run() -> T:
+        db = prepared.open(pool_size)
+        try:
+            return await work(settings, db)
+        finally:
+            await db.close()
+
+    try:
+        return asyncio.run(run())
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        prepared.stop()
