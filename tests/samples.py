@@ -46,36 +46,55 @@ def _pdf_string(text: str) -> str:
     return "(" + text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ")"
 
 
-def pdf_with_text(path: Path, pages: list[str], *, lines_per_page: int = 1) -> Path:
-    """A PDF with a real text layer: one Helvetica text object a page, repeated `lines_per_page` times."""
-    objects: list[bytes] = []
-    count = len(pages)
-    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
-    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode())
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
-    for text in pages:
-        number = len(objects) + 1
+def pdf_with_text(
+    path: Path, pages: list[str], *, images: list[tuple[bytes, int, int]] | None = None
+) -> Path:
+    """A PDF with a real text layer: each page's text in Helvetica, one line per line of the text.
+
+    `images` (JPEG bytes, width, height), one per page, are drawn under the text: pages of the
+    size of a photo-heavy report, whose text layer still carries the words.
+    """
+    objects: list[bytes] = [
+        b"",
+        b"",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+    ]
+    kids: list[str] = []
+    for index, text in enumerate(pages):
         body = ["BT", "/F1 11 Tf", "14 TL", "50 780 Td"]
-        for _ in range(lines_per_page):
-            body += [f"{_pdf_string(text)} Tj", "T*"]
+        body += [f"{_pdf_string(line)} Tj T*" for line in text.split("\n")]
         body.append("ET")
+        resources = "/Font << /F1 3 0 R >>"
+        if images is not None:
+            jpeg, width, height = images[index]
+            objects.append(
+                b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB "
+                b"/BitsPerComponent 8 /Filter /DCTDecode /Length %d >>\nstream\n"
+                % (width, height, len(jpeg))
+                + jpeg
+                + b"\nendstream"
+            )
+            resources += f" /XObject << /Im1 {len(objects)} 0 R >>"
+            body = ["q 495 0 0 700 50 60 cm /Im1 Do Q", *body]
         stream = "\n".join(body).encode("cp1252")
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
-            f"/Contents {number + 1} 0 R >>".encode()
-        )
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for index, obj in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % index + obj + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(bytes(out))
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << {resources} >> "
+            f"/Contents {len(objects)} 0 R >>".encode()
+        )
+        kids.append(f"{len(objects)} 0 R")
+    objects[0] = b"<< /Type /Catalog /Pages 2 0 R >>"
+    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(pages)} >>".encode()
+    with open(path, "wb") as out:
+        out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+        offsets = []
+        for number, obj in enumerate(objects, start=1):
+            offsets.append(out.tell())
+            out.write(b"%d 0 obj\n" % number + obj + b"\nendobj\n")
+        xref = out.tell()
+        out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+        out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
+        out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
     return path
 
 
