@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +19,16 @@ from tests.server.conftest import RunningServer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "clients.md"
 KEY_PLACEHOLDER = re.compile(r"\$\{(?:env:|input:)?[A-Za-z_-]+\}|mmk_your_key_here|\$MEMORY_MCP_KEY")
+VARIABLE = re.compile(r"\$\{([A-Z_]+)\}")
 
 
 def json_snippets() -> list[dict[str, Any]]:
     return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", DOC.read_text(), re.S)]
+
+
+def shell_lines() -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)
+    return [line for block in blocks for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
 def endpoint(snippet: dict[str, Any]) -> tuple[str, dict[str, str]]:
@@ -29,29 +38,66 @@ def endpoint(snippet: dict[str, Any]) -> tuple[str, dict[str, str]]:
     if "url" in server:
         return server["url"], server.get("headers", {})
     args = server["args"]
+    assert not any(" " in arg for arg in args), args  # Windows and Cursor mangle arguments with spaces
     url = next(a for a in args if a.startswith("http"))
-    name, _, value = args[args.index("--header") + 1].partition(": ")
-    return url, {name: value}
+    name, _, value = args[args.index("--header") + 1].partition(":")
+    # mcp-remote expands ${VAR} in its arguments from the environment the config gives it.
+    return url, {name: VARIABLE.sub(lambda m: server["env"][m[1]], value)}
 
 
 def test_docs_have_a_snippet_per_client() -> None:
     assert len(json_snippets()) == 4  # Claude Code, Claude Desktop, Cursor, VS Code
 
 
+async def connects(url: str, headers: dict[str, str]) -> str:
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        result = await client.call_tool("whoAmI", {})
+    assert not result.is_error
+    assert result.structured_content is not None
+    return str(result.structured_content["user"]["displayName"])
+
+
 async def test_every_snippet_connects(server: RunningServer) -> None:
     await make_space(server.db, "docs-space")
     key = await make_key(server.db, await make_user(server.db, "snippet-user"), {"docs-space": "ReadWrite"})
+    port = server.base.rsplit(":", 1)[1]
     for snippet in json_snippets():
         url, headers = endpoint(snippet)
-        assert url == "http://127.0.0.1:8765/mcp"
+        assert url == "http://127.0.0.1:PORT/mcp"
         resolved = {name: KEY_PLACEHOLDER.sub(key, value) for name, value in headers.items()}
         assert resolved == {"Authorization": f"Bearer {key}"}
-        live_url = url.replace("http://127.0.0.1:8765", server.base)
-        async with (
-            httpx2.AsyncClient(headers=resolved) as http,
-            Client(streamable_http_client(live_url, http_client=http)) as client,
-        ):
-            result = await client.call_tool("whoAmI", {})
-        assert not result.is_error
-        assert result.structured_content is not None
-        assert result.structured_content["user"]["displayName"] == "Snippet User"
+        assert await connects(url.replace("PORT", port), resolved) == "Snippet User"
+
+
+async def test_the_claude_code_command_stores_the_variable_not_the_key(server: RunningServer) -> None:
+    await make_space(server.db, "docs-space")
+    key = await make_key(server.db, await make_user(server.db, "snippet-user"), {"docs-space": "Read"})
+    (line,) = [line for line in shell_lines() if line.startswith("claude mcp add")]
+    # What the shell hands to `claude` (no expansion inside single quotes), as Claude Code stores it.
+    args = shlex.split(line)
+    header = args[args.index("--header") + 1]
+    assert header == "Authorization: Bearer ${MEMORY_MCP_KEY}"
+    url = next(a for a in args if a.startswith("http://"))
+    # Claude Code expands ${VAR} from its environment when it connects.
+    name, _, value = header.partition(": ")
+    expanded = VARIABLE.sub(lambda m: {"MEMORY_MCP_KEY": key}[m[1]], value)
+    port = server.base.rsplit(":", 1)[1]
+    assert await connects(url.replace("PORT", port), {name: expanded}) == "Snippet User"
+
+
+def test_the_export_line_loads_the_key_from_the_bootstrap_file(tmp_path: Path) -> None:
+    key_file = tmp_path / ".local" / "share" / "memory-mcp" / "bootstrap-key"
+    key_file.parent.mkdir(parents=True)
+    key_file.write_text("mmk_0123456789_abc\n")
+    (line,) = [line for line in shell_lines() if line.startswith("export MEMORY_MCP_KEY=")]
+    shown = subprocess.run(
+        ["bash", "-c", f'{line} && printf %s "$MEMORY_MCP_KEY"'],
+        env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown == "mmk_0123456789_abc"
