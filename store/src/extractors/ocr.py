@@ -1,8 +1,18 @@
-"""Text in pictures: Debian's Tesseract through pytesseract, for images and scanned PDF pages."""
+"""Text in pictures: Debian's Tesseract, for images and scanned PDF pages.
+
+Tesseract runs as a program, one page at a time, with one OpenMP thread: on a busy two-core
+machine its default of one thread a core took 11 to 15 s a dense A4 page, one thread 3.5 s (the
+threads spin waiting for each other). The limit is set for the program alone; an OpenMP variable
+set in this process would also hold back the speech model's threads.
+"""
 
 from __future__ import annotations
 
 import functools
+import io
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +22,7 @@ if TYPE_CHECKING:
     from PIL.Image import Image
 
 # English, German and Italian together: with English alone Tesseract reads "Größere Änderungen" as
-# "GroBere Anderungen"; the three together cost little more time (about 1 s a page).
+# "GroBere Anderungen"; the three together cost little more time.
 OCR_LANGUAGES = "eng+deu+ita"
 # Tesseract reads best at about 300 dpi for small print, but 200 dpi halves the time and still
 # reads body text; scanned pages are rendered at this resolution.
@@ -20,22 +30,46 @@ OCR_DPI = 200
 # Larger pictures are scaled down before OCR: beyond this many pixels Tesseract gains nothing on
 # ordinary print and a poster-sized scan would take minutes and gigabytes.
 MAX_OCR_PIXELS = 25_000_000
+# A page that takes longer is not ordinary print (a dense map, noise); give up on the file.
+OCR_PAGE_TIMEOUT_S = 300.0
+
+
+def _tesseract() -> str:
+    binary = shutil.which("tesseract")
+    if binary is None:
+        raise ExtractionFailed(
+            "OCR needs the tesseract program (Debian package tesseract-ocr), not installed here"
+        )
+    return binary
+
+
+def _run(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    try:
+        return subprocess.run(
+            [_tesseract(), *args],
+            input=stdin,
+            capture_output=True,
+            env=env,
+            timeout=OCR_PAGE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ExtractionFailed(f"OCR gave up on a page after {OCR_PAGE_TIMEOUT_S:.0f} s") from exc
+    except OSError as exc:
+        raise ExtractionFailed(f"the OCR program tesseract cannot run here ({exc})") from exc
 
 
 @functools.cache
 def _missing_languages() -> tuple[str, ...]:
-    import pytesseract
-
-    try:
-        installed = set(pytesseract.get_languages(config=""))
-    except (pytesseract.TesseractError, pytesseract.TesseractNotFoundError, OSError) as exc:
-        raise ExtractionFailed(f"the OCR program tesseract cannot run here ({exc})") from exc
+    listed = _run(["--list-langs"])
+    # The first line is a heading ("List of available languages in ...:").
+    installed = {line.strip() for line in listed.stdout.decode(errors="replace").splitlines()[1:]}
     return tuple(lang for lang in OCR_LANGUAGES.split("+") if lang not in installed)
 
 
 def read_image(image: Image) -> str:
     """The tidied text Tesseract reads in one picture ('' when it reads none)."""
-    import pytesseract
     from PIL import Image as PILImage
 
     missing = _missing_languages()
@@ -54,11 +88,14 @@ def read_image(image: Image) -> str:
     if pixels > MAX_OCR_PIXELS:
         factor = (MAX_OCR_PIXELS / pixels) ** 0.5
         image = image.resize((max(1, int(image.width * factor)), max(1, int(image.height * factor))))
-    try:
-        text: str = pytesseract.image_to_string(image, lang=OCR_LANGUAGES)
-    except pytesseract.TesseractError as exc:
-        raise ExtractionFailed(f"OCR failed on the picture ({exc.message or exc.status})") from exc
-    return tidy(text)
+    # Uncompressed PNM through a pipe: no temporary file, nothing to encode.
+    picture = io.BytesIO()
+    image.save(picture, "PPM")
+    done = _run(["stdin", "stdout", "-l", OCR_LANGUAGES], stdin=picture.getvalue())
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        raise ExtractionFailed(f"OCR failed on the picture ({reason[-1] if reason else done.returncode})")
+    return tidy(done.stdout.decode("utf-8", errors="replace"))
 
 
 def extract_image(path: Path, progress: Progress) -> Extracted:
