@@ -93,6 +93,8 @@ async def reconcile_space(
         wanted.max_memories,
         wanted.max_documents,
         actor=actor,
+        write_policy=wanted.write_policy,
+        max_bytes=wanted.max_bytes,
     )
     counts = await spaces.space_counts(db, name)
     memories, documents = counts or (0, 0)
@@ -140,6 +142,8 @@ async def remove_space(
             wanted.max_memories,
             wanted.max_documents,
             actor=actor,
+            write_policy=wanted.write_policy,
+            max_bytes=wanted.max_bytes,
         )
     applied = await spaces.delete_space(db, name, actor=actor)
     if applied is None:
@@ -263,6 +267,7 @@ class _KeyRun:
                 actor=self.actor,
                 plaintext=new.plaintext,
                 rotation_generation=self.generation,
+                rate_limit=self.spec.rate_limit,
             )
         else:
             await apikeys.set_key_secret(
@@ -286,6 +291,7 @@ class _KeyRun:
             actor=self.actor,
             plaintext=stored.plaintext,
             rotation_generation=stored.rotation_generation,
+            rate_limit=self.spec.rate_limit,
         )
         self.generation, self.generated_at = stored.rotation_generation, stored.generated_at
         self.changes.append(f"restored the key from Secret {self.spec.secret_ref}; the database had lost it")
@@ -295,7 +301,13 @@ class _KeyRun:
         wanted = {g.space: g.access.value for g in self.spec.grants}
         settings_before = await apikeys.key_settings(self.db, self.name) or {}
         if await apikeys.update_key(
-            self.db, self.name, self.spec.grants, self.spec.default_space, self.spec.expires_at, self.actor
+            self.db,
+            self.name,
+            self.spec.grants,
+            self.spec.default_space,
+            self.spec.expires_at,
+            self.actor,
+            rate_limit=self.spec.rate_limit,
         ):
             if dict(grants_before) != wanted:
                 self.changes.append(

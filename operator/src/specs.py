@@ -18,6 +18,8 @@ from memory_mcp.store import validation
 from memory_mcp.store.access import Role, parse_role
 from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.errors import ValidationError
+from memory_mcp.store.ratelimit import RateLimit
+from memory_mcp.store.spaces import WRITE_POLICIES
 
 from .secrets import SecretRef
 
@@ -133,9 +135,11 @@ class SpaceSpec:
     deletion_policy: str
     max_memories: int | None
     max_documents: int | None
+    write_policy: str = "Direct"
+    max_bytes: int | None = None
 
-    FIELDS = ("displayName", "description", "deletionPolicy", "quotas")
-    QUOTA_FIELDS = ("maxMemories", "maxDocuments")
+    FIELDS = ("displayName", "description", "deletionPolicy", "writePolicy", "quotas")
+    QUOTA_FIELDS = ("maxMemories", "maxDocuments", "maxBytes")
 
     @classmethod
     def parse(cls, spec: object) -> SpaceSpec:
@@ -149,12 +153,14 @@ class SpaceSpec:
         max_documents = check.field(
             lambda: _count(quotas.get("maxDocuments"), "spec.quotas.maxDocuments"), None
         )
+        max_bytes = check.field(lambda: _count(quotas.get("maxBytes"), "spec.quotas.maxBytes"), None)
         if "quotas" in spec and not any(key in quotas for key in cls.QUOTA_FIELDS):
             check.problems.append(
-                ValidationError("spec.quotas", "must set maxMemories, maxDocuments or both")
+                ValidationError("spec.quotas", "must set at least one of maxMemories, maxDocuments, maxBytes")
             )
+        write_policy = check.field(lambda: _write_policy(spec), "Direct")
         check.done()
-        return cls(display_name, description, policy, max_memories, max_documents)
+        return cls(display_name, description, policy, max_memories, max_documents, write_policy, max_bytes)
 
 
 def _display_name(spec: Mapping[str, Any]) -> str:
@@ -177,6 +183,13 @@ def _deletion_policy(spec: Mapping[str, Any]) -> str:
     policy = _string(spec, "deletionPolicy", default="Retain")
     if policy not in DELETION_POLICIES:
         raise ValidationError("spec.deletionPolicy", f"must be 'Retain' or 'Delete', got {policy!r}")
+    return policy
+
+
+def _write_policy(spec: Mapping[str, Any]) -> str:
+    policy = _string(spec, "writePolicy", default="Direct")
+    if policy not in WRITE_POLICIES:
+        raise ValidationError("spec.writePolicy", f"must be 'Direct' or 'Review', got {policy!r}")
     return policy
 
 
@@ -215,10 +228,12 @@ class ApiKeySpec:
     secret_ref: SecretRef
     expires_at: datetime | None
     rotation_generation: int
+    rate_limit: RateLimit | None = None
 
-    FIELDS = ("user", "grants", "defaultSpace", "secretRef", "expiresAt", "rotationGeneration")
+    FIELDS = ("user", "grants", "defaultSpace", "secretRef", "expiresAt", "rotationGeneration", "rateLimit")
     GRANT_FIELDS = ("space", "access")
     SECRET_REF_FIELDS = ("namespace", "name")
+    RATE_LIMIT_FIELDS = ("requestsPerMinute", "burst")
 
     @classmethod
     def parse(cls, spec: object) -> ApiKeySpec:
@@ -250,6 +265,16 @@ class ApiKeySpec:
             lambda: _count(spec.get("rotationGeneration"), "spec.rotationGeneration"), None
         )
         expires_at = check.field(lambda: _rfc3339(spec.get("expiresAt"), "spec.expiresAt"), None)
+        rate_limit = None
+        if spec.get("rateLimit") is not None:
+            limit = check.mapping(spec["rateLimit"], "spec.rateLimit", cls.RATE_LIMIT_FIELDS)
+            if limit and "requestsPerMinute" not in limit:
+                check.problems.append(ValidationError("spec.rateLimit.requestsPerMinute", "is required"))
+            elif limit:
+                rate_limit = check.field(
+                    lambda: RateLimit.parse(limit["requestsPerMinute"], limit.get("burst"), "spec.rateLimit"),
+                    None,
+                )
         check.done()
         return cls(
             user=user,
@@ -258,6 +283,7 @@ class ApiKeySpec:
             secret_ref=secret_ref,
             expires_at=expires_at,
             rotation_generation=rotation or 0,
+            rate_limit=rate_limit,
         )
 
     @classmethod

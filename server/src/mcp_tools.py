@@ -315,8 +315,8 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         limit: Limit = 10,
         containerTag: ContainerTag = None,
         status: Annotated[
-            Literal["live", "superseded", "forgotten", "all"],
-            Field(description="Which memories to list"),
+            validation.MemoryStatus,
+            Field(description="Which memories to list (proposed: waiting for a curator in a Review space)"),
         ] = "live",
     ) -> Annotated[CallToolResult, MemoriesOut]:
         return await _call(

@@ -86,6 +86,8 @@ def _memory(m: MemoryOut, byline: bool = True) -> str:
     meta = [short_id(m.id), f"v{m.version}"]
     if m.status != "live":
         meta.append(f"[{m.status}]")
+    if m.proposal == "forget":
+        meta.append(f"[forget proposed by {m.proposedBy or 'unknown'}]")
     if m.category:
         meta.append(f"#{m.category}")
     if where := _where(m.documentId, m.source):
@@ -94,6 +96,8 @@ def _memory(m: MemoryOut, byline: bool = True) -> str:
         who = _byline(m.createdBy, m.createdAt)
         if m.updatedBy and m.updatedBy != m.createdBy:
             who += f"; updated by {m.updatedBy}"
+        if m.acceptedBy or m.rejectedBy:
+            who += f"; {'accepted' if m.acceptedBy else 'rejected'} by {m.acceptedBy or m.rejectedBy}"
         meta.append(f"({who})")
     return " ".join(meta) + " " + _quote(m.content)
 
@@ -231,7 +235,8 @@ def spaces(r: SpacesOut) -> str:
         active = " (active)" if s.active else ""
         last = f", last activity {s.lastActivity:%Y-%m-%d %H:%M}" if s.lastActivity else ""
         lines.append(
-            f"- {s.name} — key '{s.key}'{active}: {s.access}, {s.memoryCount} memories, "
+            f"- {s.name} — key '{s.key}'{active}: {s.access}{', Review' if s.writePolicy == 'Review' else ''}, "
+            f"{s.memoryCount} memories, "
             f"{s.documentCount} documents{last}"
         )
     return "\n".join(lines)

@@ -30,6 +30,7 @@ from memory_mcp.store.errors import (
     DatabaseUnavailable,
     NotFound,
     QuotaExceeded,
+    RateLimited,
     SecretRefused,
     SpaceNotFound,
     StoreError,
@@ -59,6 +60,7 @@ STATUS: list[tuple[type[StoreError], int]] = [
     (NotFound, 404),
     (AccessDenied, 403),
     (QuotaExceeded, 409),
+    (RateLimited, 429),
     (Conflict, 409),
     (DatabaseUnavailable, 503),
     (DatabaseSetupError, 503),
@@ -112,6 +114,8 @@ def error_response(exc: StoreError) -> ErrorResponse:
     headers = {"WWW-Authenticate": 'Bearer realm="memory-mcp"'} if status == 401 else None
     if status == 503:
         headers = {"Retry-After": "1"}
+    if isinstance(exc, RateLimited):
+        headers = {"Retry-After": str(exc.retry_after)}
     field = exc.field if isinstance(exc, ValidationError) else None
     return ErrorResponse(status, str(exc), error=exc.__class__.__name__, field=field, headers=headers)
 
@@ -406,6 +410,10 @@ def build_router(service: MemoryService) -> APIRouter:
     )
     async def document(document_id: str, c: Auth, page: PageQ = 1) -> DocumentDetailOut:
         return await service.get_document(c, document_id, page)
+
+    from . import rest_review  # it builds on this module's dependencies
+
+    router.include_router(rest_review.build_router(service))
 
     from . import rest_documents  # it builds on this module's dependencies
 

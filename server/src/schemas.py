@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,13 +35,26 @@ class Out(BaseModel):
     model_config = ConfigDict(json_schema_extra=_compact_schema)
 
 
-MemoryStatus = Literal["live", "superseded", "forgotten"]
+MemoryStatus = Literal["live", "superseded", "forgotten", "proposed", "rejected"]
+AccessLevel = Literal["Read", "ReadWrite", "Curate"]
 
 
 def memory_status(m: Memory) -> MemoryStatus:
-    if m.forgotten_at is not None:
-        return "forgotten"
-    return "live" if m.is_latest else "superseded"
+    return cast(MemoryStatus, m.status)
+
+
+def _review(m: Memory) -> dict[str, Any]:
+    """What waits for a curator (``proposal``), who proposed it, and who decided (review flow)."""
+    pending = "save" if m.review == "proposed" else "forget" if m.forget_review == "proposed" else None
+    decided = m.forget_review if m.forget_review in ("accepted", "rejected") else m.review
+    return {
+        "proposal": pending,
+        "proposedBy": m.forget_proposed_by if pending == "forget" else m.created_by if m.review else None,
+        "acceptedBy": m.reviewed_by if decided == "accepted" else None,
+        "rejectedBy": m.reviewed_by if decided == "rejected" else None,
+        "reviewedAt": m.reviewed_at,
+        "reviewReason": m.review_reason,
+    }
 
 
 class MemoryOut(Out):
@@ -62,6 +75,14 @@ class MemoryOut(Out):
     source: SourceOut | None = Field(
         default=None, description="Where in its document a piece of a document is"
     )
+    proposal: Literal["save", "forget"] | None = Field(
+        default=None, description="What waits for a curator in a Review space: this save, or its forget"
+    )
+    proposedBy: str | None = None
+    acceptedBy: str | None = None
+    rejectedBy: str | None = None
+    reviewedAt: datetime | None = None
+    reviewReason: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -76,6 +97,7 @@ class MemoryOut(Out):
             forgottenAt=m.forgotten_at,
             source=SourceOut.of(m),
             **_attribution(m),
+            **_review(m),
         )
 
 
@@ -138,7 +160,16 @@ class SearchOut(Out):
 class AddOut(Out):
     action: Literal["save", "forget"]
     status: Literal[
-        "saved", "already_exists", "updated", "forgotten", "already_forgotten", "not_found", "ambiguous"
+        "saved",
+        "already_exists",
+        "updated",
+        "forgotten",
+        "already_forgotten",
+        "not_found",
+        "ambiguous",
+        "proposed",
+        "already_proposed",
+        "forget_proposed",
     ]
     space: str
     message: str
@@ -272,7 +303,9 @@ class DocumentsOut(Out):
 
 class MemoriesOut(Out):
     space: str
-    status: str = Field(description="Which memories are listed: live, superseded, forgotten or all")
+    status: str = Field(
+        description="Which memories are listed: live, proposed, forgotten, superseded, rejected or all"
+    )
     notice: str = PROVENANCE_NOTICE
     memories: list[MemoryOut]
     pagination: PageInfo
@@ -282,7 +315,8 @@ class SpaceOut(Out):
     key: str
     name: str
     description: str
-    access: Literal["Read", "ReadWrite"]
+    access: AccessLevel
+    writePolicy: Literal["Direct", "Review"] = "Direct"
     documentCount: int
     memoryCount: int
     lastActivity: datetime | None = None
@@ -295,6 +329,7 @@ class SpaceOut(Out):
             name=s.space.display_name,
             description=s.space.description,
             access=s.access.value,
+            writePolicy=cast(Literal["Direct", "Review"], s.space.write_policy),
             documentCount=s.document_count,
             memoryCount=s.memory_count,
             lastActivity=s.last_activity,
@@ -324,8 +359,8 @@ class KeyOut(Out):
 
 class GrantOut(Out):
     space: str
-    granted: Literal["Read", "ReadWrite"]
-    effective: Literal["Read", "ReadWrite"]
+    granted: AccessLevel
+    effective: AccessLevel
 
 
 class WhoAmIOut(Out):
@@ -337,5 +372,5 @@ class WhoAmIOut(Out):
 
 class SelectSpaceOut(Out):
     activeSpace: str
-    access: Literal["Read", "ReadWrite"]
+    access: AccessLevel
     message: str

@@ -19,12 +19,13 @@ from memory_mcp.store import (
     memories,
     pipeline,
     profile,
+    ratelimit,
     search,
     uploads,
     validation,
 )
 from memory_mcp.store.db import Database
-from memory_mcp.store.errors import SecretRefused, ValidationError
+from memory_mcp.store.errors import RateLimited, SecretRefused, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
 from memory_mcp.store.secrets import find_secret
 
@@ -81,7 +82,14 @@ class MemoryService:
         self.search_params = search.SearchParams(ef_search=settings.hnsw_ef_search)
 
     async def authenticate(self, token: str | None) -> Caller:
-        return await identity.authenticate(self.db, token)
+        """The verified caller, with one request spent from its key's rate limit (if it has one)."""
+        caller = await identity.authenticate(self.db, token)
+        try:
+            await ratelimit.spend(self.db, caller.key)
+        except RateLimited:
+            metrics.RATE_LIMITED.inc()
+            raise
+        return caller
 
     # --- embeddings (never fatal) ---------------------------------------------------------------
 
@@ -237,6 +245,8 @@ class MemoryService:
             self.db, ctx, content, category, vector, supersede_threshold=self.settings.supersede_threshold
         )
         memory = MemoryOut.of(result.memory)
+        if result.proposed:
+            return self._proposed(ctx, result.created, memory, vector is not None)
         if not result.created:
             return AddOut(
                 action="save",
@@ -267,6 +277,26 @@ class MemoryService:
             embedded=vector is not None,
         )
 
+    def _proposed(self, ctx: SpaceContext, created: bool, memory: MemoryOut, embedded: bool) -> AddOut:
+        """A save in a Review space: it waits for a curator and is not searched until accepted."""
+        if created:
+            metrics.PROPOSALS.labels(proposal="save", state="proposed").inc()
+        short = memories.short_id(memory.id)
+        return AddOut(
+            action="save",
+            status="proposed" if created else "already_proposed",
+            space=ctx.space.key,
+            message=(
+                f"Proposed for review in space '{ctx.space.key}' (id {short}): a curator accepts or rejects "
+                "it; it is not searchable until accepted."
+                if created
+                else f"Already proposed for review in space '{ctx.space.key}' (id {short}): it waits for a "
+                "curator."
+            ),
+            memory=memory,
+            embedded=embedded,
+        )
+
     async def _forget(self, ctx: SpaceContext, content: str) -> AddOut:
         content = validation.content(content)
         vector = None
@@ -280,6 +310,18 @@ class MemoryService:
             threshold=self.settings.forget_threshold,
             margin=self.settings.forget_margin,
         )
+        if result.forgotten is not None and result.proposed:
+            if not result.already:
+                metrics.PROPOSALS.labels(proposal="forget", state="proposed").inc()
+            short = memories.short_id(result.forgotten.id)
+            return AddOut(
+                action="forget",
+                status="forget_proposed",
+                space=ctx.space.key,
+                message=f"Forget proposed for review in space '{ctx.space.key}' (id {short}): the memory stays "
+                "live until a curator accepts the forget:",
+                memory=MemoryOut.of(result.forgotten),
+            )
         if result.forgotten is not None:
             already = result.already
             return AddOut(

@@ -17,9 +17,11 @@ from .audit import record
 from .db import Database
 from .errors import Conflict, NotFound, SpaceNotFound, ValidationError
 from .models import ApiKey
+from .ratelimit import RateLimit
 
 KEY_COLUMNS = (
-    "k.id, k.name, k.prefix, k.user_id, k.default_space_id, k.active_space_id, k.expires_at, k.revoked_at"
+    "k.id, k.name, k.prefix, k.user_id, k.default_space_id, k.active_space_id, k.expires_at, k.revoked_at, "
+    "k.rate_per_minute, k.rate_burst"
 )
 
 
@@ -48,6 +50,8 @@ def key_from_row(row: Any) -> ApiKey:
         row.active_space_id,
         row.expires_at,
         row.revoked_at,
+        row.rate_per_minute,
+        row.rate_burst,
     )
 
 
@@ -86,6 +90,7 @@ async def create_key(
     plaintext: str | None = None,
     rotation_generation: int | None = None,
     managed_by: str = "manifest",
+    rate_limit: RateLimit | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key for user ``user`` (a user name); returns the key and its plaintext, shown once.
 
@@ -111,7 +116,8 @@ async def create_key(
             await conn.execute(
                 text(
                     "INSERT INTO api_keys (user_id, name, prefix, key_hash, default_space_id, expires_at, "
-                    "managed_by) VALUES (:u, :n, :p, :h, :d, :e, :m) RETURNING *"
+                    "managed_by, rate_per_minute, rate_burst) VALUES (:u, :n, :p, :h, :d, :e, :m, :rate, :burst) "
+                    "RETURNING *"
                 ),
                 {
                     "u": owner.id,
@@ -121,6 +127,8 @@ async def create_key(
                     "d": ids[default_space] if default_space else None,
                     "e": expires_at,
                     "m": managed_by,
+                    "rate": rate_limit.requests_per_minute if rate_limit else None,
+                    "burst": rate_limit.burst if rate_limit else None,
                 },
             )
         ).one()
@@ -165,8 +173,10 @@ async def update_key(
     default_space: str | None = None,
     expires_at: datetime | None = None,
     actor: str = "system",
+    rate_limit: RateLimit | None = None,
 ) -> bool:
-    """Make a key's grants, default space and expiry exactly as given; returns True if anything changed."""
+    """Make a key's grants, default space, expiry and rate limit exactly as given; returns True if
+    anything changed."""
     _check_grants(grants, default_space)
     async with db.transaction() as conn:
         row = (
@@ -185,12 +195,19 @@ async def update_key(
                 conn, actor, "key.grants_changed", "api_key", name, details={"from": current, "to": wanted}
             )
             changed = True
-        if row.default_space_id != default_id or row.expires_at != expires_at:
+        rate = rate_limit.requests_per_minute if rate_limit else None
+        burst = rate_limit.burst if rate_limit else None
+        if (
+            row.default_space_id != default_id
+            or row.expires_at != expires_at
+            or (row.rate_per_minute, row.rate_burst) != (rate, burst)
+        ):
             await conn.execute(
                 text(
-                    "UPDATE api_keys SET default_space_id = :d, expires_at = :e, updated_at = now() WHERE id = :k"
+                    "UPDATE api_keys SET default_space_id = :d, expires_at = :e, rate_per_minute = :rate, "
+                    "rate_burst = :burst, updated_at = now() WHERE id = :k"
                 ),
-                {"d": default_id, "e": expires_at, "k": row.id},
+                {"d": default_id, "e": expires_at, "rate": rate, "burst": burst, "k": row.id},
             )
             changed = True
     return changed
@@ -259,7 +276,8 @@ async def key_settings(db: Database, name: str) -> dict[str, str | None] | None:
         row = (
             await conn.execute(
                 text(
-                    "SELECT s.key AS default_space, k.expires_at FROM api_keys k "
+                    "SELECT s.key AS default_space, k.expires_at, k.rate_per_minute, k.rate_burst "
+                    "FROM api_keys k "
                     "LEFT JOIN spaces s ON s.id = k.default_space_id WHERE k.name = :n"
                 ),
                 {"n": name},
@@ -270,6 +288,7 @@ async def key_settings(db: Database, name: str) -> dict[str, str | None] | None:
     return {
         "defaultSpace": row.default_space,
         "expiresAt": row.expires_at.isoformat() if row.expires_at else None,
+        "rateLimit": f"{row.rate_per_minute}/min, burst {row.rate_burst}" if row.rate_per_minute else None,
     }
 
 

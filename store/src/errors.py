@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class StoreError(Exception):
     """Base class: every error the store raises on purpose."""
@@ -97,7 +99,27 @@ class EmbeddingWidthMismatch(DatabaseSetupError):
 
 
 class QuotaExceeded(StoreError):
-    """The space holds as many memories or documents as its quota allows."""
+    """A write would take the space past a quota: ``quota`` names it, ``limit`` and ``used`` say how
+    far (the message says the same in words)."""
+
+    def __init__(
+        self, message: str, quota: str | None = None, limit: int | None = None, used: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.quota = quota
+        self.limit = limit
+        self.used = used
+
+
+class RateLimited(StoreError):
+    """The key spent its request budget (``ApiKey.spec.rateLimit``); retry after ``retry_after`` s."""
+
+    def __init__(self, retry_after: float, requests_per_minute: int) -> None:
+        seconds = max(1, math.ceil(retry_after))
+        super().__init__(
+            f"rate limit of this key reached ({requests_per_minute} requests a minute); retry in {seconds} s"
+        )
+        self.retry_after = seconds
 
 
 class UploadTokenRefused(AuthenticationFailed):

@@ -27,7 +27,7 @@ _CALLER_SQL = f"""
     SELECT {KEY_COLUMNS}, k.key_hash, u.name AS u_name, u.email, u.display_name, u.role, u.active,
       COALESCE((
         SELECT json_agg(json_build_array(s.id, s.key, s.display_name, s.description, s.deletion_policy,
-                                         g.access) ORDER BY s.key)
+                                         g.access, s.write_policy) ORDER BY s.key)
         FROM key_grants g JOIN spaces s ON s.id = g.space_id
         WHERE g.key_id = k.id AND s.detached_at IS NULL), '[]') AS grants
     FROM api_keys k JOIN users u ON u.id = k.user_id
@@ -80,7 +80,7 @@ def _caller_from_row(row: Any, prefix: str | None) -> Caller:
     user = User(row.user_id, row.u_name, row.email, row.display_name, Role(row.role), row.active)
     grants = tuple(
         Grant(
-            Space(uuid.UUID(g[0]), g[1], g[2], g[3], g[4]),
+            Space(uuid.UUID(g[0]), g[1], g[2], g[3], g[4], write_policy=g[6]),
             Access(g[5]),
             effective_access(user.role, Access(g[5])),
         )

@@ -35,6 +35,17 @@ MEMORY_SELECT = """
     LEFT JOIN users uu ON uu.id = m.updated_by_user_id
 """
 
+# The same with the review state and its people: listings and single memories (not search, whose
+# results are live memories and whose one statement stays short).
+REVIEWED_SELECT = MEMORY_SELECT.replace(
+    "    FROM memories m",
+    "    , m.review, ru.display_name AS reviewed_by, m.reviewed_at, m.review_reason, m.forget_review,\n"
+    "      fu.display_name AS forget_proposed_by\n    FROM memories m",
+) + (
+    "    LEFT JOIN users ru ON ru.id = m.reviewed_by_user_id\n"
+    "    LEFT JOIN users fu ON fu.id = m.forget_proposed_by_user_id\n"
+)
+
 DOCUMENT_COLS = """
     d.id, s.key AS space_key, d.title, d.doc_type, d.status, d.summary, d.size_bytes, d.created_at,
     d.updated_at, d.created_by_user_id, cu.display_name AS created_by,
@@ -69,6 +80,12 @@ def memory_from_row(row: Any) -> Memory:
         updated_by_user_id=row.updated_by_user_id,
         updated_by=row.updated_by,
         has_embedding=row.has_embedding,
+        review=getattr(row, "review", None),
+        reviewed_by=getattr(row, "reviewed_by", None),
+        reviewed_at=getattr(row, "reviewed_at", None),
+        review_reason=getattr(row, "review_reason", None),
+        forget_review=getattr(row, "forget_review", None),
+        forget_proposed_by=getattr(row, "forget_proposed_by", None),
         char_start=row.char_start,
         char_end=row.char_end,
         page=row.page,
@@ -124,13 +141,13 @@ def require_write(ctx: SpaceContext) -> None:
 
 
 async def _fetch_memory(conn: AsyncConnection, where: str, params: dict[str, Any]) -> Memory | None:
-    row = (await conn.execute(text(f"{MEMORY_SELECT} WHERE {where}"), params)).first()
+    row = (await conn.execute(text(f"{REVIEWED_SELECT} WHERE {where}"), params)).first()
     return memory_from_row(row) if row else None
 
 
 async def _fetch_memories(conn: AsyncConnection, where: str, params: dict[str, Any]) -> list[Memory]:
     return [
-        memory_from_row(row) for row in await conn.execute(text(f"{MEMORY_SELECT} WHERE {where}"), params)
+        memory_from_row(row) for row in await conn.execute(text(f"{REVIEWED_SELECT} WHERE {where}"), params)
     ]
 
 
@@ -156,18 +173,27 @@ def id_range(value: str) -> tuple[uuid.UUID, uuid.UUID] | None:
     return uuid.UUID(value + "0" * 24), uuid.UUID(value + "f" * 24)
 
 
-# What a save needs to know before it writes, in one round trip: a live memory with the same text,
-# the nearest live memory by meaning (a restatement candidate) and the space's quotas with the
-# counts they limit (counted only when a quota is set).
+# A save proposed under Review and not yet decided (not live: ``is_latest`` is false until accepted).
+PROPOSED = "m.review = 'proposed'"
+
+# What a save needs to know before it writes, in one round trip: a live memory with the same text
+# (or, under Review, a pending proposal of it), the nearest live memory by meaning (a restatement
+# candidate) and the space's write policy and quotas with the counts they limit (counted only when
+# a quota is set). Pending proposals count against maxMemories: accepting one adds nothing.
 _BEFORE_SAVE_SQL = f"""
     SELECT
       (SELECT m.id FROM memories m WHERE m.space_id = :s AND m.content_hash = :h AND {LIVE}) AS duplicate,
+      CASE WHEN s.write_policy = 'Review' THEN
+        (SELECT m.id FROM memories m WHERE m.space_id = :s AND m.content_hash = :h AND {PROPOSED}) END
+        AS pending,
       near.id AS near_id, near.similarity AS near_similarity,
-      s.key, s.max_memories, s.max_documents,
+      s.key, s.write_policy, s.max_memories, s.max_documents, s.max_bytes,
       CASE WHEN s.max_memories IS NOT NULL THEN
-        (SELECT count(*) FROM memories m WHERE m.space_id = :s AND {LIVE}) END AS memories,
+        (SELECT count(*) FROM memories m WHERE m.space_id = :s AND ({LIVE} OR {PROPOSED})) END AS memories,
       CASE WHEN s.max_documents IS NOT NULL THEN
-        (SELECT count(*) FROM documents d WHERE d.space_id = :s) END AS documents
+        (SELECT count(*) FROM documents d WHERE d.space_id = :s) END AS documents,
+      CASE WHEN s.max_bytes IS NOT NULL THEN
+        (SELECT coalesce(sum(d.size_bytes), 0) FROM documents d WHERE d.space_id = :s) END AS bytes
     FROM spaces s
     LEFT JOIN LATERAL (
       SELECT m.id, 1 - (m.embedding <=> CAST(:e AS halfvec)) AS similarity FROM memories m
@@ -177,7 +203,7 @@ _BEFORE_SAVE_SQL = f"""
     WHERE s.id = :s
 """
 
-# The document and its memory in one statement.
+# The document and its memory in one statement. A proposal is not latest until it is accepted.
 _INSERT_SQL = """
     WITH d AS (
       INSERT INTO documents (space_id, title, doc_type, status, content, summary, size_bytes, content_hash,
@@ -185,8 +211,10 @@ _INSERT_SQL = """
       VALUES (:s, :title, 'text', 'done', :c, :summary, :size, :h, :u, :u) RETURNING id
     )
     INSERT INTO memories (space_id, document_id, content, content_hash, category, version, supersedes_id,
-                          embedding, created_by_user_id, updated_by_user_id)
-    SELECT :s, d.id, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), :u, :u FROM d RETURNING id
+                          embedding, created_by_user_id, updated_by_user_id, is_latest, review)
+    SELECT :s, d.id, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), :u, :u,
+           CAST(:review AS text) IS NULL, :review FROM d
+    RETURNING id
 """
 
 # How often a save looks again for what it supersedes after another save superseded it first (each
@@ -223,6 +251,11 @@ async def save_memory(
     a new version (kept as history); ``supersedes_id`` names the memory to replace explicitly. The
     memory replaced is locked first, so concurrent restatements line up as one chain of versions
     instead of forking it.
+
+    In a space whose write policy is ``Review`` the memory is saved as a proposal
+    (``SaveResult.proposed``): not live, so not searched, until a curator accepts it. What it would
+    restate is recorded (``supersedes_id``) and retired only when it is accepted. A pending proposal
+    of the same text is returned instead of a second one.
     """
     require_write(ctx)
     content, category = checked_content(content, category)
@@ -236,16 +269,26 @@ async def save_memory(
                 before = (
                     await conn.execute(text(_BEFORE_SAVE_SQL), {"s": space_id, "h": digest, "e": vector})
                 ).one()
-                if before.duplicate is not None:
-                    existing = await _fetch_memory(conn, "m.id = :id", {"id": before.duplicate})
+                review = before.write_policy == "Review"
+                if before.duplicate is not None or before.pending is not None:
+                    existing_id = before.duplicate if before.duplicate is not None else before.pending
+                    existing = await _fetch_memory(conn, "m.id = :id", {"id": existing_id})
                     assert existing is not None
-                    return SaveResult(existing, created=False)
-                _check_quota(before)
+                    return SaveResult(existing, created=False, proposed=existing.review == "proposed")
+                check_quota(before, len(content.encode()))
                 old_id = supersedes_id
                 if old_id is None and supersede_threshold is not None and before.near_id is not None:
                     old_id = before.near_id if before.near_similarity >= supersede_threshold else None
                 if old_id is None:
                     old = None
+                    break
+                if review:
+                    # Only recorded: the memory stays live until the proposal is accepted.
+                    old = await _fetch_memory(
+                        conn, f"m.id = :id AND m.space_id = :s AND {LIVE}", {"id": old_id, "s": space_id}
+                    )
+                    if old is None and supersedes_id is not None:
+                        raise NotFound("memory", str(supersedes_id))
                     break
                 # Only a save that turns the old memory from latest to history may supersede it; one
                 # that finds it superseded already looks again (READ COMMITTED: the next statement
@@ -272,6 +315,7 @@ async def save_memory(
                         "v": old.version + 1 if old else 1,
                         "sup": old.id if old else None,
                         "e": vector,
+                        "review": "proposed" if review else None,
                     },
                 )
             ).scalar_one()
@@ -281,23 +325,49 @@ async def save_memory(
                     conn, "m.id = ANY(:ids)", {"ids": [mem_id, *([old.id] if old else [])]}
                 )
             }
+            if review:
+                return SaveResult(rows[mem_id], created=True, proposed=True)
             return SaveResult(rows[mem_id], created=True, superseded=rows[old.id] if old else None)
     except IntegrityError:
-        # A concurrent save of the same content won the unique index: return its memory.
+        # A concurrent save of the same content won a unique index: return its memory.
         async with db.transaction([space_id]) as conn:
             existing = await _fetch_memory(
-                conn, f"m.space_id = :s AND m.content_hash = :h AND {LIVE}", {"s": space_id, "h": digest}
+                conn,
+                f"m.space_id = :s AND m.content_hash = :h AND ({LIVE} OR {PROPOSED})",
+                {"s": space_id, "h": digest},
             )
         if existing is None:
             raise
-        return SaveResult(existing, created=False)
+        return SaveResult(existing, created=False, proposed=existing.review == "proposed")
 
 
-def _check_quota(before: Any) -> None:
-    if before.max_memories is not None and before.memories >= before.max_memories:
-        raise QuotaExceeded(f"space '{before.key}' holds its quota of {before.max_memories} memories")
-    if before.max_documents is not None and before.documents >= before.max_documents:
-        raise QuotaExceeded(f"space '{before.key}' holds its quota of {before.max_documents} documents")
+def check_quota(before: Any, new_bytes: int, new_documents: int = 1, new_memories: int = 1) -> None:
+    """Refuse a write that would take the space past a quota, naming the quota and its use.
+
+    ``before`` carries the space key, the quotas (``max_memories``, ``max_documents``,
+    ``max_bytes``: None when not set) and the current counts of those set (``memories``,
+    ``documents``, ``bytes``); the write adds ``new_*``.
+    """
+    limits = (
+        ("maxMemories", before.max_memories, getattr(before, "memories", None), new_memories, "memories"),
+        (
+            "maxDocuments",
+            before.max_documents,
+            getattr(before, "documents", None),
+            new_documents,
+            "documents",
+        ),
+        ("maxBytes", getattr(before, "max_bytes", None), getattr(before, "bytes", None), new_bytes, "bytes"),
+    )
+    for quota, limit, used, adding, unit in limits:
+        if limit is not None and adding > 0 and int(used or 0) + adding > limit:
+            raise QuotaExceeded(
+                f"space '{before.key}' is at its quota of {limit} {unit} ({quota}): {int(used or 0)} in "
+                f"use, this write needs {adding} more; nothing was saved",
+                quota=quota,
+                limit=int(limit),
+                used=int(used or 0),
+            )
 
 
 async def _retire(
@@ -351,6 +421,8 @@ async def forget_memory(
             if best_score < threshold or best_score - runner_up < margin:
                 return ForgetResult(forgotten=None, candidates=tuple(m for m, _ in candidates[:5]))
             target = best
+        if ctx.space.write_policy == "Review" and target.forgotten_at is None:
+            return await _propose_forget(conn, ctx, target)
         # The row lock of this UPDATE orders concurrent forgets; those that come second find the
         # memory forgotten and change nothing.
         changed = (
@@ -381,6 +453,24 @@ async def forget_memory(
         )
         forgotten = await _fetch_memory(conn, "m.id = :id", {"id": target.id})
     return ForgetResult(forgotten=forgotten)
+
+
+async def _propose_forget(conn: AsyncConnection, ctx: SpaceContext, target: Memory) -> ForgetResult:
+    """Under Review a forget is a proposal: the memory stays live until a curator accepts it. A
+    pending forget proposal of the same memory is left as it is (``already``)."""
+    changed = (
+        await conn.execute(
+            text(
+                "UPDATE memories SET forget_review = 'proposed', forget_proposed_by_user_id = :u, "
+                "forget_proposed_at = now() "
+                "WHERE id = :id AND forgotten_at IS NULL AND forget_review IS DISTINCT FROM 'proposed' "
+                "RETURNING id"
+            ),
+            {"u": ctx.caller.user.id, "id": target.id},
+        )
+    ).first()
+    proposed = await _fetch_memory(conn, "m.id = :id", {"id": target.id})
+    return ForgetResult(forgotten=proposed, already=changed is None, proposed=True)
 
 
 async def _forget_targets(conn: AsyncConnection, space_id: uuid.UUID, content: str) -> list[Memory]:
@@ -452,11 +542,14 @@ async def forget_candidates(
     return out
 
 
-# What ``list_memories`` can show, by the state of a memory.
+# What ``list_memories`` can show, by the state of a memory. ``proposed`` lists what waits for a
+# curator: saves proposed under Review, and live memories with a forget proposed.
 MEMORY_STATUSES = {
     "live": LIVE,
-    "superseded": "NOT m.is_latest",
+    "proposed": f"({PROPOSED} OR m.forget_review = 'proposed')",
     "forgotten": "m.forgotten_at IS NOT NULL",
+    "superseded": "NOT m.is_latest AND coalesce(m.review, 'accepted') = 'accepted'",
+    "rejected": "m.review = 'rejected'",
     "all": "true",
 }
 
@@ -478,7 +571,7 @@ async def list_memories(
         ).scalar_one()
         rows = await conn.execute(
             text(
-                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {condition} "
+                f"{REVIEWED_SELECT} WHERE m.space_id = :s AND {condition} "
                 "ORDER BY m.created_at DESC, m.id LIMIT :l OFFSET :o"
             ),
             {"s": ctx.space.id, "l": limit, "o": (page - 1) * limit},

@@ -27,6 +27,7 @@ class Space:
     display_name: str
     description: str
     deletion_policy: str
+    write_policy: str = "Direct"  # Direct | Review: under Review, saves and forgets are proposals
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class ApiKey:
     active_space_id: uuid.UUID | None
     expires_at: datetime | None
     revoked_at: datetime | None
+    rate_per_minute: int | None = None  # requests a minute, refilled continuously; None: no limit
+    rate_burst: int | None = None  # the most requests at once (the bucket's size)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,11 @@ class SpaceContext:
 
     @property
     def can_write(self) -> bool:
-        return self.access is Access.READ_WRITE
+        return self.access.can_write
+
+    @property
+    def can_curate(self) -> bool:
+        return self.access.can_curate
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,21 @@ class Memory:
     page: int | None = None
     start_s: float | None = None
     end_s: float | None = None
+    review: str | None = None  # proposed | accepted | rejected: a save under review
+    reviewed_by: str | None = None  # who accepted or rejected it
+    reviewed_at: datetime | None = None
+    review_reason: str | None = None
+    forget_review: str | None = None  # proposed | accepted | rejected: a forget under review
+    forget_proposed_by: str | None = None
+
+    @property
+    def status(self) -> str:
+        """live, proposed, rejected, superseded or forgotten (see ``memories.MEMORY_STATUSES``)."""
+        if self.review in ("proposed", "rejected"):
+            return self.review
+        if self.forgotten_at is not None:
+            return "forgotten"
+        return "live" if self.is_latest else "superseded"
 
 
 @dataclass(frozen=True)
@@ -148,6 +170,7 @@ class SaveResult:
     memory: Memory
     created: bool  # False: exact duplicate of a live memory, which is returned instead
     superseded: Memory | None = None
+    proposed: bool = False  # under Review: the memory waits for a curator (``memory.review``)
 
 
 @dataclass(frozen=True)
@@ -155,6 +178,7 @@ class ForgetResult:
     forgotten: Memory | None
     candidates: tuple[Memory, ...] = ()  # when ambiguous, nothing is forgotten
     already: bool = False  # the memory had been forgotten before (by this or a concurrent request)
+    proposed: bool = False  # under Review: a forget proposal was recorded; the memory is still live
 
 
 T = TypeVar("T")

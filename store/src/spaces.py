@@ -13,9 +13,13 @@ from .db import Database
 from .errors import ValidationError
 from .models import Space
 
+WRITE_POLICIES = ("Direct", "Review")
+
 
 def _space(row: Any) -> Space:
-    return Space(row.id, row.key, row.display_name, row.description, row.deletion_policy)
+    return Space(
+        row.id, row.key, row.display_name, row.description, row.deletion_policy, write_policy=row.write_policy
+    )
 
 
 async def upsert_space(
@@ -27,6 +31,8 @@ async def upsert_space(
     max_memories: int | None = None,
     max_documents: int | None = None,
     actor: str = "system",
+    write_policy: str = "Direct",
+    max_bytes: int | None = None,
     managed_by: str = "manifest",
 ) -> tuple[Space, bool]:
     """Create or update a space (re-attaching a retained one); returns (space, changed).
@@ -36,7 +42,13 @@ async def upsert_space(
     display_name = validation.non_empty(display_name, "displayName")
     if deletion_policy not in ("Retain", "Delete"):
         raise ValidationError("deletionPolicy", "must be 'Retain' or 'Delete'")
-    for field, quota in (("quotas.maxMemories", max_memories), ("quotas.maxDocuments", max_documents)):
+    if write_policy not in WRITE_POLICIES:
+        raise ValidationError("writePolicy", "must be 'Direct' or 'Review'")
+    for field, quota in (
+        ("quotas.maxMemories", max_memories),
+        ("quotas.maxDocuments", max_documents),
+        ("quotas.maxBytes", max_bytes),
+    ):
         if quota is not None and quota < 0:
             raise ValidationError(field, "must be >= 0")
     values = {
@@ -46,6 +58,8 @@ async def upsert_space(
         "deletion_policy": deletion_policy,
         "max_memories": max_memories,
         "max_documents": max_documents,
+        "write_policy": write_policy,
+        "max_bytes": max_bytes,
     }
     async with db.transaction() as conn:
         before = (
@@ -56,8 +70,9 @@ async def upsert_space(
                 await conn.execute(
                     text(
                         "INSERT INTO spaces (key, display_name, description, deletion_policy, max_memories, "
-                        "max_documents, managed_by) VALUES (:key, :display_name, :description, "
-                        ":deletion_policy, :max_memories, :max_documents, :managed_by) RETURNING *"
+                        "max_documents, managed_by, write_policy, max_bytes) VALUES (:key, :display_name, "
+                        ":description, :deletion_policy, :max_memories, :max_documents, :managed_by, "
+                        ":write_policy, :max_bytes) RETURNING *"
                     ),
                     {**values, "managed_by": managed_by},
                 )
@@ -72,7 +87,8 @@ async def upsert_space(
                 text(
                     "UPDATE spaces SET display_name = :display_name, description = :description, "
                     "deletion_policy = :deletion_policy, max_memories = :max_memories, "
-                    "max_documents = :max_documents, detached_at = NULL, updated_at = now() "
+                    "max_documents = :max_documents, write_policy = :write_policy, max_bytes = :max_bytes, "
+                    "detached_at = NULL, updated_at = now() "
                     "WHERE key = :key RETURNING *"
                 ),
                 values,

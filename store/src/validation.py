@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
+from typing import Literal, get_args
 
 from .errors import ValidationError
 
@@ -163,3 +164,8 @@ def page_number(value: int, field: str = "page") -> int:
 
 def paging(page: int, limit: int) -> tuple[int, int]:
     return page_number(page), result_limit(limit)
+
+
+# What ``listMemories`` lists, by the state of a memory (``memories.MEMORY_STATUSES`` has the SQL).
+MemoryStatus = Literal["live", "proposed", "forgotten", "superseded", "rejected", "all"]
+MEMORY_STATUS_VALUES: tuple[str, ...] = get_args(MemoryStatus)

@@ -139,11 +139,16 @@ def test_space_rules() -> None:
     assert spec["required"] == ["displayName"]
     assert spec["properties"]["deletionPolicy"]["enum"] == ["Retain", "Delete"]
     assert spec["properties"]["deletionPolicy"]["default"] == "Retain"
-    for quota in ("maxMemories", "maxDocuments"):
+    assert spec["properties"]["writePolicy"]["enum"] == ["Direct", "Review"]
+    assert spec["properties"]["writePolicy"]["default"] == "Direct"
+    assert rules_at(schema, ".spec.writePolicy") == ["self in ['Direct', 'Review']"]
+    for quota in ("maxMemories", "maxDocuments", "maxBytes"):
         assert spec["properties"]["quotas"]["properties"][quota]["minimum"] == 0
     name = schema["properties"]["metadata"]["properties"]["name"]
     assert name["maxLength"] == 63
-    assert rules_at(schema, ".spec.quotas") == ["has(self.maxMemories) || has(self.maxDocuments)"]
+    assert rules_at(schema, ".spec.quotas") == [
+        "has(self.maxMemories) || has(self.maxDocuments) || has(self.maxBytes)"
+    ]
     assert rules_at(schema, ".spec.displayName") == ["self.trim().size() > 0"]
 
 
@@ -169,7 +174,10 @@ def test_apikey_rules() -> None:
     assert grants["minItems"] == 1
     assert grants["x-kubernetes-list-type"] == "map"
     assert grants["x-kubernetes-list-map-keys"] == ["space"]
-    assert grants["items"]["properties"]["access"]["enum"] == ["Read", "ReadWrite"]
+    assert grants["items"]["properties"]["access"]["enum"] == ["Read", "ReadWrite", "Curate"]
+    rate = spec["properties"]["rateLimit"]
+    assert rate["required"] == ["requestsPerMinute"]
+    assert rate["properties"]["requestsPerMinute"]["minimum"] == rate["properties"]["burst"]["minimum"] == 1
     assert set(spec["properties"]["secretRef"]["required"]) == {"namespace", "name"}
     assert spec["properties"]["expiresAt"]["format"] == "date-time"
     assert spec["properties"]["rotationGeneration"]["type"] == "integer"

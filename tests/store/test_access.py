@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_mcp.store import apikeys, identity, memories, spaces, users
+from memory_mcp.store import apikeys, identity, memories, review, spaces, users
 from memory_mcp.store.access import Access, Role, effective_access
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AccessDenied, AuthenticationFailed, SpaceNotFound
 from tests.factories import make_key, make_space, make_user
 
-GRANTS = (None, Access.READ, Access.READ_WRITE)
-OPERATIONS = ("read", "write", "forget")
+GRANTS = (None, Access.READ, Access.READ_WRITE, Access.CURATE)
+OPERATIONS = ("read", "write", "forget", "curate")
 
 
 def expected(role: Role, grant: Access | None, operation: str) -> type[Exception] | None:
@@ -21,17 +21,23 @@ def expected(role: Role, grant: Access | None, operation: str) -> type[Exception
         return SpaceNotFound
     if operation == "read":
         return None
-    return None if effective_access(role, grant) is Access.READ_WRITE else AccessDenied
+    effective = effective_access(role, grant)
+    if operation == "curate":
+        return None if effective is Access.CURATE else AccessDenied
+    return None if effective in (Access.READ_WRITE, Access.CURATE) else AccessDenied
 
 
-async def run(db: Database, ctx_tag: str, caller: identity.Caller, operation: str) -> None:
+async def run(db: Database, ctx_tag: str, caller: identity.Caller, operation: str, seeded: str) -> None:
     ctx = identity.resolve_space(caller, ctx_tag)
     if operation == "read":
         await memories.list_memories(db, ctx)
     elif operation == "write":
         await memories.save_memory(db, ctx, "The build server lives in rack 7.")
-    else:
+    elif operation == "forget":
         await memories.forget_memory(db, ctx, "The office plant is a ficus.")
+    else:
+        result = await review.decide(db, ctx, seeded, "accepted")
+        assert result.memory.status == "live" and result.memory.reviewed_by is not None
 
 
 @pytest.mark.parametrize("role", list(Role))
@@ -39,14 +45,16 @@ async def run(db: Database, ctx_tag: str, caller: identity.Caller, operation: st
 @pytest.mark.parametrize("operation", OPERATIONS)
 async def test_access_matrix(db: Database, role: Role, grant: Access | None, operation: str) -> None:
     await make_space(db, "home")
-    await make_space(db, "target")
-    # Seed the target space with a memory to forget, written by an unrelated Writer.
+    # Curating needs something to curate: a proposal, in a space under Review.
+    await make_space(db, "target", write_policy="Review" if operation == "curate" else "Direct")
+    # Seed the target space with a memory to forget (or accept), written by an unrelated Writer.
     seeder = await make_user(db)
     seed_key = await make_key(db, seeder, {"target": Access.READ_WRITE})
     seed_caller = await identity.authenticate(db, seed_key)
-    await memories.save_memory(
+    seeded = await memories.save_memory(
         db, identity.resolve_space(seed_caller, "target"), "The office plant is a ficus."
     )
+    assert seeded.proposed is (operation == "curate")
 
     user = await make_user(db, role=role)
     grants: dict[str, Access | str] = {"home": Access.READ_WRITE}
@@ -56,10 +64,10 @@ async def test_access_matrix(db: Database, role: Role, grant: Access | None, ope
 
     error = expected(role, grant, operation)
     if error is None:
-        await run(db, "target", caller, operation)
+        await run(db, "target", caller, operation, str(seeded.memory.id))
     else:
         with pytest.raises(error):
-            await run(db, "target", caller, operation)
+            await run(db, "target", caller, operation, str(seeded.memory.id))
 
 
 def test_effective_access_is_the_lower_of_role_and_grant() -> None:
@@ -67,6 +75,24 @@ def test_effective_access_is_the_lower_of_role_and_grant() -> None:
     assert effective_access(Role.READER, Access.READ) is Access.READ
     assert effective_access(Role.WRITER, Access.READ) is Access.READ
     assert effective_access(Role.WRITER, Access.READ_WRITE) is Access.READ_WRITE
+    # Curate is effective only with the Writer role.
+    assert effective_access(Role.WRITER, Access.CURATE) is Access.CURATE
+    assert effective_access(Role.READER, Access.CURATE) is Access.READ
+
+
+async def test_a_reader_with_a_curate_grant_is_refused_and_told_why(db: Database) -> None:
+    await make_space(db, "team", write_policy="Review")
+    writer = await identity.authenticate(db, await make_key(db, await make_user(db), {"team": "ReadWrite"}))
+    proposal = await memories.save_memory(db, identity.resolve_space(writer, "team"), "Stand-up is at 9:30.")
+    reader = await make_user(db, role=Role.READER)
+    caller = await identity.authenticate(db, await make_key(db, reader, {"team": "Curate"}))
+    ctx = identity.resolve_space(caller, "team")
+    assert ctx.access is Access.READ
+    with pytest.raises(AccessDenied, match="Reader role"):
+        await review.decide(db, ctx, str(proposal.memory.id), "accepted")
+    grants = {s.space.key: s.access for s in await identity.list_spaces(db, caller)}
+    assert grants == {"team": Access.READ}
+    assert caller.grants[0].access is Access.CURATE  # as granted; effective is Read
 
 
 async def test_ungranted_space_looks_exactly_like_a_missing_one(db: Database) -> None:

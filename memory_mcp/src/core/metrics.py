@@ -45,6 +45,21 @@ DB_POOL_IN_USE = Gauge("memory_mcp_db_pool_in_use", "Database connections checke
 MEMORIES_PENDING_EMBEDDING = Gauge(
     "memory_mcp_memories_pending_embedding", "Memories saved without a vector, waiting for backfill"
 )
+PROPOSALS = Counter(
+    "memory_mcp_proposals_total",
+    "Proposals in Review spaces by what was proposed (save, forget) and the state reached "
+    "(proposed, accepted, rejected)",
+    ["proposal", "state"],
+)
+REVIEW_LATENCY = Histogram(
+    "memory_mcp_review_latency_seconds",
+    "Time from a proposal to its acceptance or rejection",
+    ["decision"],
+    buckets=(60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400),
+)
+RATE_LIMITED = Counter(
+    "memory_mcp_rate_limited_total", "Requests refused with 429 by the rate limit of their API key"
+)
 DOCUMENTS_QUEUE_DEPTH = Gauge(
     "memory_mcp_documents_queue_depth", "Documents waiting for extraction or being extracted, all spaces"
 )
