@@ -23,7 +23,15 @@ from .audit import record
 from .chunking import Piece
 from .db import Database, HalfVector
 from .errors import NotFound, QuotaExceeded, SecretRefused, ValidationError
-from .memories import DOCUMENT_COLS, DOCUMENT_FROM, content_hash, document_from_row, id_range, require_write
+from .memories import (
+    DOCUMENT_COLS,
+    DOCUMENT_FROM,
+    check_quota,
+    content_hash,
+    document_from_row,
+    id_range,
+    require_write,
+)
 from .models import Caller, Document, Page, SpaceContext
 from .secrets import find_secret
 
@@ -130,18 +138,22 @@ async def _get(conn: AsyncConnection, document_id: uuid.UUID) -> Document:
 # --- writing --------------------------------------------------------------------------------------
 
 
-async def _check_documents_quota(conn: AsyncConnection, ctx: SpaceContext) -> None:
+async def _check_documents_quota(conn: AsyncConnection, ctx: SpaceContext, size: int) -> None:
+    """One more document of ``size`` bytes within maxDocuments and maxBytes (its memories are
+    counted when they are written, see ``_insert_memories``)."""
     row = (
         await conn.execute(
             text(
-                "SELECT s.max_documents, (SELECT count(*) FROM documents d WHERE d.space_id = s.id) AS n "
+                "SELECT s.key, s.max_memories, s.max_documents, s.max_bytes, "
+                "(SELECT count(*) FROM documents d WHERE d.space_id = s.id) AS documents, "
+                "CASE WHEN s.max_bytes IS NOT NULL THEN "
+                "(SELECT coalesce(sum(d.size_bytes), 0) FROM documents d WHERE d.space_id = s.id) END AS bytes "
                 "FROM spaces s WHERE s.id = :s"
             ),
             {"s": ctx.space.id},
         )
     ).one()
-    if row.max_documents is not None and row.n >= row.max_documents:
-        raise QuotaExceeded(f"space '{ctx.space.key}' holds its quota of {row.max_documents} documents")
+    check_quota(row, size, new_memories=0)
 
 
 async def _existing(conn: AsyncConnection, space_id: uuid.UUID, digest: str) -> Document | None:
@@ -193,7 +205,7 @@ async def create_upload(
             existing = await _existing(conn, ctx.space.id, digest)
             if existing is not None:
                 return Stored(existing, created=False)
-            await _check_documents_quota(conn, ctx)
+            await _check_documents_quota(conn, ctx, size)
             doc_id = (
                 await conn.execute(
                     text(
@@ -277,17 +289,22 @@ async def _insert_memories(
     contents: Contents,
 ) -> int:
     """Insert the document's memories; a piece that repeats a live memory of the space is skipped
-    (the one memory of that text stays where it is). Returns how many were made."""
+    (the one memory of that text stays where it is). Returns how many were made.
+
+    In a space under Review they are proposals, like any save there (pending proposals count
+    against maxMemories), and a piece that repeats a pending proposal is skipped too.
+    """
     quota = (
         await conn.execute(
             text(
-                "SELECT s.key, s.max_memories, CASE WHEN s.max_memories IS NOT NULL THEN (SELECT count(*) "
-                "FROM memories m WHERE m.space_id = s.id AND m.is_latest AND m.forgotten_at IS NULL) END AS n "
-                "FROM spaces s WHERE s.id = :s"
+                "SELECT s.key, s.write_policy, s.max_memories, CASE WHEN s.max_memories IS NOT NULL THEN "
+                "(SELECT count(*) FROM memories m WHERE m.space_id = s.id AND (m.is_latest AND m.forgotten_at "
+                "IS NULL OR m.review = 'proposed')) END AS n FROM spaces s WHERE s.id = :s"
             ),
             {"s": ctx_space},
         )
     ).one()
+    review = quota.write_policy == "Review"
     if quota.max_memories is not None and quota.n + len(contents.pieces) > quota.max_memories:
         raise QuotaExceeded(
             f"space '{quota.key}' holds {quota.n} of its {quota.max_memories} memories; this document "
@@ -307,16 +324,30 @@ async def _insert_memories(
             "p": piece.page,
             "ss": piece.start_s,
             "es": piece.end_s,
+            "review": "proposed" if review else None,
         }
         for piece, vector in zip(contents.pieces, contents.vectors, strict=True)
     ]
-    if rows:
+    if rows and not review:
         await conn.execute(
             text(
                 "INSERT INTO memories (space_id, document_id, content, content_hash, category, embedding, "
                 "created_by_user_id, updated_by_user_id, char_start, char_end, page, start_s, end_s) "
                 "VALUES (:s, :d, :c, :h, :cat, CAST(:e AS halfvec), :u, :u, :cs, :ce, :p, :ss, :es) "
                 "ON CONFLICT (space_id, content_hash) WHERE is_latest AND forgotten_at IS NULL DO NOTHING"
+            ),
+            rows,
+        )
+    elif rows:
+        await conn.execute(
+            text(
+                "INSERT INTO memories (space_id, document_id, content, content_hash, category, embedding, "
+                "created_by_user_id, updated_by_user_id, char_start, char_end, page, start_s, end_s, "
+                "is_latest, review) "
+                "SELECT :s, :d, :c, :h, :cat, CAST(:e AS halfvec), :u, :u, :cs, :ce, :p, :ss, :es, false, :review "
+                "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.space_id = :s AND m.content_hash = :h "
+                "AND m.is_latest AND m.forgotten_at IS NULL) "
+                "ON CONFLICT (space_id, content_hash) WHERE review = 'proposed' DO NOTHING"
             ),
             rows,
         )
@@ -376,7 +407,7 @@ async def save_text(
             existing = await _existing(conn, ctx.space.id, digest)
             if existing is not None:
                 return Stored(existing, created=False), existing.memory_count
-            await _check_documents_quota(conn, ctx)
+            await _check_documents_quota(conn, ctx, len(contents.content.encode()))
             doc_id = (
                 await conn.execute(
                     text(

@@ -7,7 +7,17 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
-from memory_mcp.store import apikeys, identity, memories, ratelimit, review, search, spaces
+from memory_mcp.store import (
+    apikeys,
+    documents,
+    identity,
+    memories,
+    pipeline,
+    ratelimit,
+    review,
+    search,
+    spaces,
+)
 from memory_mcp.store.access import Access, parse_grant
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import Conflict, QuotaExceeded, RateLimited, ValidationError
@@ -223,3 +233,37 @@ async def test_rate_limit_bucket_is_shared_and_refills(db: Database) -> None:
     await ratelimit.spend(db, caller.key)  # refilled while it waited
     with pytest.raises(ValidationError, match="requestsPerMinute"):
         ratelimit.RateLimit.parse(0)
+
+
+LONG_TEXT = "\n\n".join(
+    f"Section {n}: the travel policy says trains are booked second class for trips under {n + 3} hours. " * 3
+    for n in range(12)
+)
+
+
+async def test_a_long_text_in_a_review_space_is_proposed_piece_by_piece(db: Database) -> None:
+    await make_space(db, "team", write_policy="Review")
+    writer, curator = await _contexts(db)
+    stored, made = await documents.save_text(db, writer, None, pipeline.prepare_text(LONG_TEXT))
+    assert stored.created and made > 1
+    assert (await memories.list_memories(db, writer)).total == 0
+    pending = await memories.list_memories(db, writer, status="proposed", limit=50)
+    assert pending.total == made and {m.document_id for m in pending.items} == {stored.document.id}
+    assert await _found(db, writer, "travel") == []
+    await review.decide_many(db, curator, [str(i) for i in await review.pending_ids(db, curator)], "accepted")
+    assert (await memories.list_memories(db, writer)).total == made
+
+
+async def test_a_long_text_over_max_bytes_is_refused_whole(db: Database) -> None:
+    await make_space(db, "team", max_bytes=len(LONG_TEXT.encode()) - 1)
+    writer, _ = await _contexts(db)
+    with pytest.raises(QuotaExceeded) as refused:
+        await documents.save_text(db, writer, None, pipeline.prepare_text(LONG_TEXT))
+    assert refused.value.quota == "maxBytes" and refused.value.used == 0
+    async with db.transaction([writer.space.id]) as conn:
+        counts = (
+            await conn.execute(
+                text("SELECT (SELECT count(*) FROM memories), (SELECT count(*) FROM documents)")
+            )
+        ).one()
+    assert tuple(counts) == (0, 0)
