@@ -422,6 +422,17 @@ class MemoryService:
             )
         embedded = all(v is not None for v in vectors)
         later = "" if embedded else " They will be embedded for semantic search later."
+        if ctx.space.write_policy == "Review":
+            metrics.PROPOSALS.labels(proposal="save", state="proposed").inc(made)
+            return AddOut(
+                action="save",
+                status="proposed",
+                space=ctx.space.key,
+                message=f"Proposed for review as {where}: {made} memories, each waiting for a curator "
+                "(listMemories with status proposed); not searchable until accepted.",
+                document=doc,
+                embedded=embedded,
+            )
         return AddOut(
             action="save",
             status="saved",

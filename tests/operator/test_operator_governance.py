@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from memory_mcp.operator.specs import ApiKeySpec, SpaceSpec, problems_of
 from memory_mcp.store import identity, memories, ratelimit, review, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
-from memory_mcp.store.errors import RateLimited
+from memory_mcp.store.errors import RateLimited, ValidationError
 from tests.operator.support import Cluster, RunningOperator, eventually
 
 POLICIES = {"displayName": "Policies", "writePolicy": "Review", "quotas": {"maxBytes": 10_000}}
@@ -80,3 +81,17 @@ async def test_an_unknown_write_policy_is_refused_with_the_field(
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
     assert "spec.writePolicy: must be 'Direct' or 'Review'" in ready["message"]
     assert await spaces.get_space(db, "policies") is None
+
+
+def test_specs_take_the_governance_fields_and_name_each_problem() -> None:
+    space = SpaceSpec.parse({"displayName": "P", "writePolicy": "Review", "quotas": {"maxBytes": 10}})
+    assert (space.write_policy, space.max_bytes) == ("Review", 10)
+    assert SpaceSpec.parse({"displayName": "P"}).write_policy == "Direct"
+    key = ApiKeySpec.parse({**key_spec("k", "Curate"), "rateLimit": {"requestsPerMinute": 30}})
+    assert key.rate_limit == ratelimit.RateLimit(30, 30) and key.grants[0].access is Access.CURATE
+    with pytest.raises(ValidationError) as bad:
+        ApiKeySpec.parse({**key_spec("k", "Admin"), "rateLimit": {"burst": 0, "perHour": 5}})
+    fields = [p.field for p in problems_of(bad.value)]
+    assert fields == ["spec.grants[0].access", "spec.rateLimit.perHour", "spec.rateLimit.requestsPerMinute"]
+    with pytest.raises(ValidationError, match="requestsPerMinute: must be an integer from 1"):
+        ApiKeySpec.parse({**key_spec("k", "Read"), "rateLimit": {"requestsPerMinute": 0}})

@@ -284,3 +284,17 @@ async def test_review_from_the_command_line(server: RunningServer, db_urls: tupl
         live = {m["id"] for m in (await agent.ok("listMemories"))["memories"]}
         assert live == {first, third}
         assert (await agent.ok("listMemories", status="rejected"))["memories"][0]["id"] == second
+
+
+async def test_a_long_text_over_mcp_in_a_review_space_is_proposed(server: RunningServer) -> None:
+    writer, _ = await _team(server)
+    text = "\n\n".join(
+        f"Rule {n}: meeting rooms are booked at most {n + 2} weeks ahead. " * 4 for n in range(10)
+    )
+    async with mcp_session(server, writer) as agent:
+        saved = await agent.ok("add_memory", content=text)
+        assert saved["status"] == "proposed" and saved["message"].startswith(
+            "Proposed for review as document"
+        )
+        assert (await agent.ok("search_memory", keyword="meeting rooms"))["results"] == []
+        assert (await agent.ok("listMemories", status="proposed"))["pagination"]["total"] > 1
