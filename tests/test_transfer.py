@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 from memory_mcp.embedder.client import Embedder
-from memory_mcp.store import identity, memories, spaces
+from memory_mcp.store import documents, identity, memories, pipeline, spaces
 from memory_mcp.store.access import Role
 from memory_mcp.store.db import Database
 from tests.cli_support import Admin
@@ -199,3 +199,51 @@ async def test_rest_export_streams_the_jsonl_with_read_access(
             assert hidden.json() == {**absent.json(), "message": "space 'other' not found"}
             unauthenticated = await http.get("/v1/spaces/src/export", headers={"Authorization": ""})
             assert unauthenticated.status_code == 401
+
+
+async def test_documents_and_their_memories_survive_a_history_round_trip(
+    admin: Admin, db: Database, embedder: Embedder, tmp_path: Path
+) -> None:
+    await make_space(db, "src")
+    await make_space(db, "dst")
+    await make_user(db, "ada", Role.WRITER)
+    ctx = identity.resolve_space(
+        await identity.authenticate(db, await make_key(db, "ada", {"src": "ReadWrite"})), "src"
+    )
+    paragraphs = [
+        f"Section {i}. "
+        + " ".join(f"The runbook step {i}.{j} restarts the billing worker {j} times." for j in range(12))
+        for i in range(12)
+    ]
+    prepared = pipeline.prepare_text("\n\n".join(paragraphs))
+    stored, made = await documents.save_text(db, ctx, "runbooks", prepared)
+    assert made > 1
+
+    first = tmp_path / "src.jsonl"
+    admin.ok("export", "--space", "src", "--history", "-o", str(first))
+    exported = read_jsonl(first)
+    (document,) = [r for r in exported if r["type"] == "document"]
+    assert exported[0]["type"] == "document"  # before its memories
+    assert (document["title"], document["source"], document["category"]) == (
+        stored.document.title,
+        "text",
+        "runbooks",
+    )
+    pieces = [r for r in exported if r["type"] == "memory"]
+    assert len(pieces) == made and {r["document"] for r in pieces} == {document["id"]}
+    assert all(r["charEnd"] > r["charStart"] >= 0 for r in pieces)
+
+    imported = admin.ok("import", str(first), "--space", "dst")
+    assert f"imported {made} memories and 1 documents into 'dst'" in imported.stderr
+    again = tmp_path / "dst.jsonl"
+    admin.ok("export", "--space", "dst", "--history", "-o", str(again))
+    records = read_jsonl(again)
+    (copy,) = [r for r in records if r["type"] == "document"]
+    assert {k: v for k, v in copy.items() if k != "id"} == {k: v for k, v in document.items() if k != "id"}
+    copied = [r for r in records if r["type"] == "memory"]
+    assert {r["document"] for r in copied} == {copy["id"]}
+    assert comparable(copied) == comparable(pieces)
+    markdown = admin.ok("export", "--space", "dst", "--format", "markdown").stdout
+    assert f"## runbooks\n\n### {stored.document.title}\n" in markdown
+    rerun = admin.ok("import", str(first), "--space", "dst")
+    assert f"imported 0 memories and 0 documents into 'dst'; {made + 1} already there" in rerun.stderr

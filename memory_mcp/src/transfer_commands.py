@@ -99,7 +99,7 @@ def import_(
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Import the good lines and report the bad ones")
     ] = False,
-    batch_size: Annotated[int, typer.Option(min=1, max=1024, help="Memories embedded together")] = 64,
+    batch_size: Annotated[int, typer.Option(min=1, max=256, help="Memories embedded together")] = 64,
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:

@@ -35,6 +35,15 @@ STATUSES = ("live", "superseded", "forgotten", "proposed", "rejected")
 MAX_TITLE = 500
 MAX_DOCUMENT = 10_000_000  # characters of one document's text
 IMPORT_BATCH = 64  # memories embedded and written together
+# Where in its document a memory comes from (columns of documents' memories): column, JSON field,
+# and whether it is a whole number (character offsets, pages) or seconds (audio and video).
+POSITION = (
+    ("char_start", "charStart", int),
+    ("char_end", "charEnd", int),
+    ("page", "page", int),
+    ("start_s", "startS", float),
+    ("end_s", "endS", float),
+)
 
 
 # --- export -------------------------------------------------------------------------------------
@@ -46,7 +55,8 @@ async def _columns(conn: AsyncConnection) -> set[str]:
         text(
             "SELECT table_name || '.' || column_name FROM information_schema.columns "
             "WHERE table_schema = current_schema() AND table_name IN ('memories', 'documents') "
-            "AND column_name IN ('review', 'source', 'category', 'file_name', 'forgotten_at')"
+            "AND column_name IN ('review', 'source', 'category', 'file_name', 'forgotten_at', "
+            "'char_start', 'char_end', 'page', 'start_s', 'end_s')"
         )
     )
     return set(rows.scalars())
@@ -114,11 +124,13 @@ async def export_records(
                     "updatedBy": _person(d.u_name, d.u_email, d.u_display),
                 }
         review = "m.review" if "memories.review" in cols else "NULL AS review"
+        position = [(column, name) for column, name, _ in POSITION if f"memories.{column}" in cols]
+        where = "".join(f", m.{column}" for column, _ in position)
         which = "true" if history else "m.is_latest AND m.forgotten_at IS NULL"
         rows = await conn.stream(
             text(
                 "SELECT m.id, m.content, m.category, m.version, m.supersedes_id, m.is_latest, m.forgotten_at, "
-                f"m.created_at, m.updated_at, {review}, d.id AS doc_id, d.title AS doc_title, "
+                f"m.created_at, m.updated_at, {review}{where}, d.id AS doc_id, d.title AS doc_title, "
                 f"{real_doc} AS real_doc, {_PEOPLE} FROM memories m JOIN documents d ON d.id = m.document_id "
                 "LEFT JOIN users cu ON cu.id = m.created_by_user_id "
                 "LEFT JOIN users uu ON uu.id = m.updated_by_user_id "
@@ -140,6 +152,7 @@ async def export_records(
                 "createdAt": _iso(m.created_at),
                 "updatedAt": _iso(m.updated_at),
                 "forgottenAt": _iso(m.forgotten_at),
+                **{name: getattr(m, column) for column, name in position},
                 "createdBy": _person(m.c_name, m.c_email, m.c_display),
                 "updatedBy": _person(m.u_name, m.u_email, m.u_display),
             }
@@ -215,6 +228,7 @@ class Entry:
     status: str = "live"
     version: int = 1
     supersedes: str | None = None
+    position: dict[str, int | float] = field(default_factory=dict)  # column -> value, as POSITION
     document: str | None = None
     forgotten_at: datetime | None = None
     title: str = ""
@@ -252,6 +266,20 @@ def _identifier(value: object, name: str) -> str:
     return value
 
 
+def _position(raw: Mapping[str, Any]) -> dict[str, int | float]:
+    found: dict[str, int | float] = {}
+    for column, name, kind in POSITION:
+        value = raw.get(name)
+        if value is None:
+            continue
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if not (whole or (kind is float and isinstance(value, float))) or value < 0:
+            unit = "a whole number" if kind is int else "a number of seconds"
+            raise ValidationError(name, f"must be {unit} >= 0, or null")
+        found[column] = value
+    return found
+
+
 def _entry(number: int, raw: object) -> Entry:
     if not isinstance(raw, Mapping):
         raise ValidationError("line", "must be a JSON object")
@@ -286,6 +314,7 @@ def _entry(number: int, raw: object) -> Entry:
             document=None if document is None else _identifier(document, "document"),
             forgotten_at=_timestamp(raw.get("forgottenAt"), "forgottenAt"),
             title=str(raw.get("documentTitle") or ""),
+            position=_position(raw),
         )
     if kind == "document":
         body = validation.text_field(raw.get("content", ""), "content", MAX_DOCUMENT)
@@ -494,6 +523,7 @@ class _Importer:
         if self.embed is not None:
             vectors = list(await self.embed([e.content for e in todo]))
         review = "memories.review" in self.cols
+        position = [column for column, _, _ in POSITION if f"memories.{column}" in self.cols]
         async with self.db.transaction([self.space_id]) as conn:
             await self._check_quota(conn, sum(e.status == "live" for e in todo))
             docs, mems = [], []
@@ -532,8 +562,8 @@ class _Importer:
                         "cat": e.category,
                         "v": e.version,
                         "sup": sup,
-                        "latest": e.status
-                        in ("live", "forgotten"),  # a forgotten memory stays the latest version
+                        # A forgotten memory stays the latest version of its fact.
+                        "latest": e.status in ("live", "forgotten"),
                         "fa": e.forgotten_at if e.status == "forgotten" else None,
                         "e": HalfVector(vector) if vector is not None else None,
                         "cu": author,
@@ -541,6 +571,7 @@ class _Importer:
                         "at": e.created_at,
                         "up": e.updated_at or e.created_at,
                         "r": e.status if e.status in ("proposed", "rejected") else None,
+                        **{column: e.position.get(column) for column in position},
                     }
                 )
                 self.ids[f"memory:{e.file_id}"] = mem_id
@@ -558,10 +589,11 @@ class _Importer:
                 text(
                     "INSERT INTO memories (id, space_id, document_id, content, content_hash, category, version, "
                     "supersedes_id, is_latest, forgotten_at, embedding, created_by_user_id, updated_by_user_id, "
-                    f"created_at, updated_at{', review' if review else ''}) VALUES (:id, :s, :d, :c, :h, :cat, :v, "
-                    ":sup, :latest, CAST(:fa AS timestamptz), CAST(:e AS halfvec), :cu, :uu, "
-                    "COALESCE(CAST(:at AS timestamptz), now()), COALESCE(CAST(:up AS timestamptz), now())"
-                    f"{', :r' if review else ''})"
+                    f"created_at, updated_at{', review' if review else ''}{''.join(', ' + c for c in position)}) "
+                    "VALUES (:id, :s, :d, :c, :h, :cat, :v, :sup, :latest, CAST(:fa AS timestamptz), "
+                    "CAST(:e AS halfvec), :cu, :uu, COALESCE(CAST(:at AS timestamptz), now()), "
+                    "COALESCE(CAST(:up AS timestamptz), now())"
+                    f"{', :r' if review else ''}{''.join(', :' + c for c in position)})"
                 ),
                 mems,
             )
