@@ -201,11 +201,21 @@ def test_text_pdf_one_section_a_page(files: Path) -> None:
     assert result.metadata == {"pages": 4, "ocrPages": 0}
 
 
-def test_scanned_pdf_page_is_read_by_ocr(files: Path) -> None:
+def test_scanned_pdf_pages_are_read_by_ocr_in_order(files: Path) -> None:
     result = run(samples.scanned_pdf(files / "scan.pdf"))
     assert result.metadata["ocrPages"] == 1 and result.sections[0].page == 1
     for line in samples.SCAN_TEXT:
         assert line in result.content
+    # Several scanned pages are read at once; their sections still come in page order.
+    pictures = [
+        samples.text_image([f"Scanned page number {word} of the ledger."]) for word in ("one", "two", "three")
+    ]
+    pictures[0].save(files / "ledger.pdf", "PDF", resolution=150, save_all=True, append_images=pictures[1:])
+    ledger = run(files / "ledger.pdf")
+    assert [s.page for s in ledger.sections] == [1, 2, 3] and ledger.metadata["ocrPages"] == 3
+    assert [s.text for s in ledger.sections] == [
+        f"Scanned page number {w} of the ledger." for w in ("one", "two", "three")
+    ]
 
 
 def test_mixed_pdf_ocrs_only_the_scanned_page(files: Path) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +13,12 @@ from .base import Extracted, ExtractionFailed, Progress, Section, tidy
 from .ocr import MAX_OCR_PIXELS, OCR_DPI, read_image
 
 if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
     from pypdfium2 import PdfDocument
+
+# Scanned pages read at once, each by a Tesseract of one thread (ocr.py): one a core, as Tesseract
+# is CPU-bound; a few at most, so a scanned book does not hold a server's every core.
+OCR_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 # A page whose text layer has fewer letters and digits than this is read by OCR instead: a scan
 # often carries a stray page number or a stamp as text.
@@ -66,7 +74,8 @@ def _text_layer(page: Any) -> str:
         return ""
 
 
-def _ocr_page(document: PdfDocument, index: int) -> str:
+def _render(document: PdfDocument, index: int) -> PILImage:
+    """One page as a greyscale picture at OCR_DPI (less for a huge page)."""
     page = document[index]
     try:
         width, height = page.get_size()
@@ -76,7 +85,8 @@ def _ocr_page(document: PdfDocument, index: int) -> str:
             scale *= (MAX_OCR_PIXELS / pixels) ** 0.5
         bitmap = page.render(scale=scale, grayscale=True)
         try:
-            return read_image(bitmap.to_pil())
+            image: PILImage = bitmap.to_pil().copy()  # its own pixels: the bitmap is freed below
+            return image
         finally:
             bitmap.close()
     finally:
@@ -92,32 +102,72 @@ def _title(reader: Any) -> str | None:
     return title if title and not _FILE_NAME_TITLE.search(title) else None
 
 
+class _Pages:
+    """Pages in order; scanned ones are read by OCR in a pool while later pages are rendered."""
+
+    def __init__(self, count: int, progress: Progress) -> None:
+        self.count = count
+        self.progress = progress
+        self.pool = ThreadPoolExecutor(OCR_WORKERS, thread_name_prefix="ocr")
+        self.pending: deque[tuple[int, str, Future[str] | None]] = deque()
+        self.sections: list[Section] = []
+
+    def add(self, index: int, text: str, scanned: Future[str] | None) -> None:
+        self.pending.append((index, text, scanned))
+        # Settle what is ready, and wait for the oldest page while the pool is full: at most
+        # OCR_WORKERS rendered pictures are held at a time.
+        while self.pending:
+            waiting = sum(1 for _, _, f in self.pending if f is not None and not f.done())
+            first = self.pending[0][2]
+            if first is not None and not first.done() and waiting < OCR_WORKERS:
+                break
+            self._settle()
+
+    def _settle(self) -> None:
+        index, text, scanned = self.pending.popleft()
+        if scanned is not None:
+            read = scanned.result()
+            if len(read) > len(text):
+                text = read
+        if text:
+            self.sections.append(Section(text=text, page=index + 1))
+        self.progress((index + 1) / self.count)
+
+    def finish(self) -> list[Section]:
+        while self.pending:
+            self._settle()
+        return self.sections
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 def extract_pdf(path: Path, progress: Progress) -> Extracted:
-    """One section a page, in order; progress after every page."""
+    """One section a page, in order; progress as pages are done."""
     import pypdfium2
 
     reader = _open(path)
     count = len(reader.pages)
-    sections: list[Section] = []
+    pages = _Pages(count, progress)
     ocr_pages = 0
     document: PdfDocument | None = None
     try:
         for index in range(count):
             text = _text_layer(reader.pages[index])
+            scanned: Future[str] | None = None
             if len(_WORD_CHARS.findall(text)) < MIN_TEXT_LAYER_CHARS:
                 if document is None:
                     try:
                         document = pypdfium2.PdfDocument(path)
                     except pypdfium2.PdfiumError as exc:
                         raise ExtractionFailed(f"the PDF's scanned pages cannot be rendered ({exc})") from exc
-                scanned = _ocr_page(document, index)
+                # Rendered here, one page at a time: PDFium is not safe to call from two threads.
+                scanned = pages.pool.submit(read_image, _render(document, index))
                 ocr_pages += 1
-                if len(scanned) > len(text):
-                    text = scanned
-            if text:
-                sections.append(Section(text=text, page=index + 1))
-            progress((index + 1) / count)
+            pages.add(index, text, scanned)
+        sections = pages.finish()
     finally:
+        pages.close()
         if document is not None:
             document.close()
     if not sections:
