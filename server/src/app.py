@@ -44,6 +44,7 @@ from .rest import (
 from .rest_documents import UPLOAD_PATHS
 from .service import MemoryService
 from .throttle import AuthThrottle
+from .widget_cors import UploadCors
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("memory_mcp.access")
@@ -339,6 +340,7 @@ def create_app(
     app.add_middleware(
         AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
     )
+    app.add_middleware(UploadCors)  # widgets post files from the host's origin
     app.add_middleware(ErrorBoundary)
     app.add_middleware(RequestMetrics)
     return app

@@ -32,6 +32,10 @@ MAX_LIMIT = 50  # results per page or per search
 # still reaches the millionth memory (the largest space measured), and the offset stays far inside
 # PostgreSQL's bigint, which a page of 2**62 overflowed.
 MAX_PAGE = 1_000_000
+# Memories per page of the memory-graph widget: a canvas stays readable, and the related-links
+# query (each memory against the page) stays a few milliseconds.
+MAX_GRAPH_LIMIT = 200
+DEFAULT_GRAPH_LIMIT = 100
 
 # NUL and the other C0/C1 control characters except tab, line feed and carriage return, and lone
 # surrogates (a JSON escape like \ud800 or CESU-8 bytes decode to one): PostgreSQL cannot store NUL,
@@ -159,6 +163,13 @@ def page_number(value: int, field: str = "page") -> int:
     """A page number: an integer from 1 to :data:`MAX_PAGE`."""
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PAGE:
         raise ValidationError(field, f"must be an integer from 1 to {MAX_PAGE}")
+    return value
+
+
+def graph_limit(value: int, field: str = "limit") -> int:
+    """Memories per graph page: an integer from 1 to :data:`MAX_GRAPH_LIMIT`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_GRAPH_LIMIT:
+        raise ValidationError(field, f"must be an integer from 1 to {MAX_GRAPH_LIMIT}")
     return value
 
 
