@@ -31,6 +31,14 @@ TOOLS = {
     "listSpaces",
     "whoAmI",
     "select-space",
+    # MCP Apps: the widgets' launchers, and the app-only tools the widgets call.
+    "guided-save",
+    "upload-file",
+    "memory-graph",
+    "set-active-space",
+    "save-memory",
+    "prepare-file-upload",
+    "fetch-graph-data",
 }
 
 

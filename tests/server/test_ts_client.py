@@ -44,6 +44,15 @@ async def test_typescript_sdk_client_calls_every_tool(server: RunningServer) -> 
     assert summary["errors"] == {
         "search_memory": "Error executing tool search_memory: space 'no-such-space' not found"
     }
-    assert summary["resources"] == ["memory-mcp://memories", "memory-mcp://profile", "memory-mcp://spaces"]
+    widgets = [
+        f"ui://memory-mcp/{name}" for name in ("guided-save", "memory-graph", "select-space", "upload-file")
+    ]
+    assert summary["resources"] == [
+        "memory-mcp://memories",
+        "memory-mcp://profile",
+        "memory-mcp://spaces",
+        *widgets,
+    ]
+    assert calls["save-memory"]["status"] == "saved" and calls["fetch-graph-data"]["space"] == "ts"
     assert "The TypeScript client saved this." in summary["profile"]
     assert "written by people" in summary["prompt"]

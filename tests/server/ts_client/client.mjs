@@ -33,6 +33,14 @@ await call("listMemories", {});
 await call("listSpaces", {});
 await call("whoAmI", {});
 await call("select-space", { space: summary.calls.whoAmI.activeSpace });
+// The MCP Apps tools: the widgets' launchers and the app-only tools the widgets call.
+await call("guided-save", { prefill: "A draft from the TypeScript client." });
+await call("upload-file", {});
+await call("memory-graph", {});
+await call("set-active-space", { space: summary.calls.whoAmI.activeSpace });
+await call("save-memory", { content: "The TypeScript client saved this through the form.", space: "ts" });
+await call("prepare-file-upload", {});
+await call("fetch-graph-data", { limit: 5 });
 await call("search_memory", { keyword: "TypeScript", containerTag: "no-such-space" });
 summary.resources = (await client.listResources()).resources.map((r) => r.uri).sort();
 summary.profile = (await client.readResource({ uri: "memory-mcp://profile" })).contents[0].text;
