@@ -217,7 +217,7 @@ def test_the_ready_line_comes_once_the_server_listens_with_lines_to_paste(data_d
     assert f"Memory-MCP is ready: {url}\n" in text
     assert f'  export MEMORY_MCP_KEY="$(cat {data_dir / "bootstrap-key"})"\n' in text
     assert (
-        f"  claude mcp add --scope project --transport http memory-mcp {url} "
+        f"  claude mcp add --scope project --transport http memory {url} "
         "--header 'Authorization: Bearer ${MEMORY_MCP_KEY}'\n"
     ) in text
     # A quiet first start: no warnings from libraries, no migration chatter, the notice on one line.

@@ -54,7 +54,7 @@ def print_ready(host: str, port: int, key_file: Path) -> None:
     )
     for line in (
         f"  export MEMORY_MCP_KEY={key}",
-        f"  claude mcp add --scope project --transport http memory-mcp {url} "
+        f"  claude mcp add --scope project --transport http memory {url} "
         "--header 'Authorization: Bearer ${MEMORY_MCP_KEY}'",
     ):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
