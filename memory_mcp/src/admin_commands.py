@@ -80,7 +80,7 @@ def _when(value: datetime | None) -> str:
 def _print_rows(rows: Sequence[Any], columns: Sequence[tuple[str, str]], as_json: bool, title: str) -> None:
     """``rows`` (dataclasses) as JSON on stdout, or as a Rich table of ``columns`` (field, heading)."""
     if as_json:
-        print(json.dumps([asdict(r) for r in rows], default=str, indent=2))
+        print(json.dumps([asdict(r) for r in rows], default=_json_value, indent=2))
         return
     table = Table(title=title, title_justify="left")
     for _, heading in columns:
@@ -94,6 +94,10 @@ def _print_rows(rows: Sequence[Any], columns: Sequence[tuple[str, str]], as_json
         )
     # Piped output gets room for every column rather than the 80 columns Rich assumes there.
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _json_value(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 def _cell(value: Any) -> str:
@@ -123,7 +127,6 @@ def space_create(
         typer.Option(
             "--deletion-policy",
             help="On delete: Retain keeps the data (detached), Delete removes it",
-            case_sensitive=False,
         ),
     ] = DeletionPolicy.RETAIN,
     data_dir: DataDir = None,
