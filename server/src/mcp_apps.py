@@ -54,12 +54,18 @@ def widget_html(widget: str) -> str:
 
 
 class PickerOut(Out):
-    """What the select-space launcher opens with: the key's spaces, or the switch it made."""
+    """What select-space answers: with ``space``, the switch it made (the fields of SelectSpaceOut,
+    as before the picker existed); without, the key's spaces for the picker."""
 
-    spaces: list[SpaceOut] = Field(default_factory=list)
-    count: int = 0
     activeSpace: str | None = None
-    switched: SelectSpaceOut | None = None
+    access: str | None = None
+    message: str | None = None
+    spaces: list[SpaceOut] | None = None
+    count: int | None = None
+
+    @classmethod
+    def switch(cls, out: SelectSpaceOut) -> PickerOut:
+        return cls(activeSpace=out.activeSpace, access=out.access, message=out.message)
 
 
 class SaveFormOut(Out):
@@ -170,12 +176,12 @@ def _keys(spaces: list[SpaceOut]) -> str:
 
 
 def picker_text(out: PickerOut, apps: bool) -> str:
-    if out.switched is not None:
-        return render.selected(out.switched)
+    if out.message is not None:
+        return out.message
     if apps:
         return f"Showing the space picker: {out.count} spaces, active '{out.activeSpace}'."
     return (
-        f"{render.spaces(SpacesOut(spaces=out.spaces, count=out.count, activeSpace=out.activeSpace))}\n"
+        f"{render.spaces(SpacesOut(spaces=out.spaces or [], count=out.count or 0, activeSpace=out.activeSpace))}\n"
         "This client shows no picker: call select-space with `space` set to one of these keys to switch."
     )
 
@@ -264,7 +270,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
     ) -> Annotated[CallToolResult, PickerOut]:
         async def run(caller: Caller) -> PickerOut:
             if space is not None:
-                return PickerOut(switched=await service.select_space(caller, space))
+                return PickerOut.switch(await service.select_space(caller, space))
             spaces = await spaces_of(caller)
             active = next((s.key for s in spaces if s.active), None)
             return PickerOut(spaces=spaces, count=len(spaces), activeSpace=active)

@@ -52,7 +52,7 @@ async function choose(key) {
 }
 
 async function load(result) {
-  if (result.switched) say(status, result.switched.message, "ok");
+  if (result.message) say(status, result.message, "ok"); // called with `space`: switched already
   if (Array.isArray(result.spaces) && result.spaces.length) {
     spaces = result.spaces;
   } else {
