@@ -27,6 +27,9 @@ from memory_mcp.store.errors import DatabaseUnavailable, StoreError, ValidationE
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_S = 1.0  # progress is written at most this often
+# Pieces of a document are near a memory's full length (about 300 tokens): 64 of them in one call
+# outlasted the embedder's 10 s timeout on two busy cores, and every later piece went unembedded.
+DOCUMENT_BATCH = 16
 EXTRACTION_SHARE = 0.8  # of the progress bar: extraction, then embedding the rest
 
 
@@ -36,23 +39,32 @@ async def embed_batches(
     batch_size: int,
     timeout_s: float,
     progress: Callable[[float], None] | None = None,
+    *,
+    patient: bool = False,
 ) -> list[list[float] | None]:
-    """Vectors for ``texts``, ``batch_size`` at a time; None for all of them once the embedder fails
-    (the memories are written anyway and embedded later by the backfill)."""
+    """Vectors for ``texts``, ``batch_size`` (at most :data:`DOCUMENT_BATCH`) at a time; None for the
+    rest once the embedder fails (the memories are written anyway and embedded later by the backfill).
+
+    ``patient`` (the background worker): a batch that fails is tried again at half the size, so a
+    busy embedder slows a document down instead of leaving it unembedded; only a single text that
+    fails gives up. A request waiting for its answer (a long ``add_memory``) gives up at once.
+    """
     vectors: list[list[float] | None] = []
-    for at in range(0, len(texts), batch_size):
-        batch = list(texts[at : at + batch_size])
-        if embedder is None:
-            return vectors + [None] * (len(texts) - len(vectors))
+    size = max(1, min(batch_size, DOCUMENT_BATCH))
+    while embedder is not None and len(vectors) < len(texts):
+        batch = list(texts[len(vectors) : len(vectors) + size])
         try:
-            async with asyncio.timeout(timeout_s * max(1, len(batch) // 8)):
+            async with asyncio.timeout(timeout_s * 2):  # the embedder's own timeout comes first
                 vectors.extend(await embedder.embed(batch))
         except (EmbedderUnavailable, TimeoutError) as exc:
-            log.warning("embedding a document failed, its memories are embedded later: %s", exc)
-            return vectors + [None] * (len(texts) - len(vectors))
+            if not patient or size == 1:
+                log.warning("embedding a document failed, its memories are embedded later: %s", exc)
+                break
+            size = max(1, size // 2)
+            continue
         if progress is not None:
             progress(len(vectors) / len(texts))
-    return vectors
+    return vectors + [None] * (len(texts) - len(vectors))
 
 
 class DocumentWorker:
@@ -132,6 +144,7 @@ class DocumentWorker:
                 self.settings.embedder_max_batch,
                 self.settings.embedder_timeout_s,
                 lambda f: progress.set(EXTRACTION_SHARE + f * (1 - EXTRACTION_SHARE)),
+                patient=True,
             )
             made = await documents.complete(self.db, job, dataclasses.replace(contents, vectors=vectors))
             if made is None:
