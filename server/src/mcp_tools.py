@@ -258,8 +258,8 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         content: Annotated[
             str,
             Field(
-                description="The fact to save (longer than 2,000 characters: it becomes a document of several "
-                "memories), or the memory (text, id or short id) to forget",
+                description="The fact to save (over 2,000 characters: a document of several memories), "
+                "or the memory (text, id or short id) to forget",
                 max_length=validation.MAX_DOCUMENT_TEXT,
             ),
         ],
@@ -299,7 +299,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         documentId: Annotated[
             str, Field(description="Document id (or short id) from listDocuments or a memory", max_length=64)
         ],
-        page: Annotated[int, Field(ge=1, le=validation.MAX_PAGE, description="Page of the content")] = 1,
+        page: Annotated[int, Field(ge=1, le=validation.MAX_PAGE)] = 1,
     ) -> Annotated[CallToolResult, DocumentDetailOut]:
         return await _call(
             "getDocument", service, lambda c: service.get_document(c, documentId, page), render.document
