@@ -265,10 +265,21 @@ async def save_memory(
     vector = HalfVector(embedding) if embedding is not None else None
     try:
         async with db.transaction([space_id]) as conn:
+            quota_locked = False
             for _ in range(_SUPERSEDE_ATTEMPTS):
                 before = (
                     await conn.execute(text(_BEFORE_SAVE_SQL), {"s": space_id, "h": digest, "e": vector})
                 ).one()
+                if not quota_locked and any(
+                    q is not None for q in (before.max_memories, before.max_documents, before.max_bytes)
+                ):
+                    # Saves into a space with a quota take turns (the space row's lock, held to commit),
+                    # so two of them cannot both see room for one more; then the counts are read again.
+                    await conn.execute(
+                        text("SELECT 1 FROM spaces WHERE id = :s FOR NO KEY UPDATE"), {"s": space_id}
+                    )
+                    quota_locked = True
+                    continue
                 review = before.write_policy == "Review"
                 if before.duplicate is not None or before.pending is not None:
                     existing_id = before.duplicate if before.duplicate is not None else before.pending

@@ -267,3 +267,19 @@ async def test_a_long_text_over_max_bytes_is_refused_whole(db: Database) -> None
             )
         ).one()
     assert tuple(counts) == (0, 0)
+
+
+async def test_concurrent_saves_never_pass_a_quota(db: Database) -> None:
+    await make_space(db, "team", max_memories=3)
+    writer, _ = await _contexts(db)
+    pool = Database(db.url, pool_size=8)
+    try:
+        results = await asyncio.gather(
+            *(memories.save_memory(pool, writer, f"Fact number {n} of the team.") for n in range(8)),
+            return_exceptions=True,
+        )
+    finally:
+        await pool.close()
+    assert sum(not isinstance(r, BaseException) for r in results) == 3
+    assert all(isinstance(r, QuotaExceeded) for r in results if isinstance(r, BaseException))
+    assert (await memories.list_memories(db, writer)).total == 3
