@@ -40,7 +40,7 @@ async def test_space_twice_changes_nothing_the_second_time(db: Database) -> None
     second = await reconcile_space(db, "alpha", SPACE)
     assert second.ready and not second.changed
     updated = await reconcile_space(db, "alpha", {**SPACE, "displayName": "Team A"})
-    assert updated.changes == ("updated space 'alpha'",)
+    assert updated.changes == ("updated space 'alpha': displayName 'Team Alpha' -> 'Team A'",)
     space = await spaces.get_space(db, "alpha")
     assert space is not None and space.display_name == "Team A"
 
