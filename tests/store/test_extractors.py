@@ -326,6 +326,40 @@ def test_mp4_audio_track_is_transcribed(files: Path, model_dir: Path) -> None:
     assert result.metadata["hasVideo"] is True and result.metadata["audioCodec"] == "aac"
 
 
+def test_mp3_m4a_and_webm_are_detected_probed_and_read(files: Path, model_dir: Path) -> None:
+    import subprocess
+
+    wav = samples.speech_wav(files / "containers.wav")
+    made = {
+        "speech.mp3": (["-c:a", "libmp3lame"], "audio/mpeg", "mp3"),
+        "speech.m4a": (["-c:a", "aac"], "audio/mp4", "aac"),
+        "speech.webm": (
+            [
+                "-f",
+                "lavfi",
+                "-i",
+                "color=c=navy:s=160x120:r=5",
+                "-shortest",
+                "-c:v",
+                "libvpx",
+                "-c:a",
+                "libopus",
+            ],
+            "video/webm",
+            "opus",
+        ),
+    }
+    for name, (codec, media_type, audio_codec) in made.items():
+        subprocess.run(
+            ["ffmpeg", "-loglevel", "error", "-y", "-i", str(wav), *codec, str(files / name)], check=True
+        )
+        assert detect_type(name, (files / name).read_bytes()[:HEAD_BYTES]) == media_type
+        info = media_extractor.probe(files / name)
+        assert info["audioCodec"] == audio_codec and 4 < float(info["durationSeconds"]) < 10  # type: ignore[arg-type]
+    result = run(files / "speech.webm", model_dir=model_dir, language="en")
+    assert "planning meeting" in result.content.lower() and result.metadata["hasVideo"] is True
+
+
 def test_media_failures_say_why(files: Path, model_dir: Path) -> None:
     with pytest.raises(ExtractionFailed, match="no speech found"):
         run(samples.silent_wav(files / "silence.wav"), model_dir=model_dir)

@@ -100,7 +100,7 @@ def probe(path: Path) -> dict[str, object]:
             duration = container.duration / 1_000_000 if container.duration else None
             if duration is None and audio and audio[0].duration and audio[0].time_base:
                 duration = float(audio[0].duration * audio[0].time_base)
-            codec = audio[0].codec_context.name if audio else None
+            codec = audio[0].codec_context.codec.canonical_name if audio else None
     except (av.FFmpegError, OSError, ValueError) as exc:
         raise ExtractionFailed("the media file is corrupt or in a format that cannot be decoded") from exc
     if not audio:
