@@ -284,7 +284,7 @@ _bearer = HTTPBearer(
 
 
 async def authenticated_caller(
-    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None
 ) -> Caller:
     """The caller behind ``Authorization: Bearer <key>``; anything else is a 401."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
