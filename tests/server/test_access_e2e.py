@@ -14,9 +14,9 @@ from memory_mcp.store.access import Access, Role, effective_access
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, mcp_session, run_server
 
-SPACES = ("red", "green", "blue")
-# Each user's grants: red ReadWrite, green Read, blue none.
-GRANTS = {"red": "ReadWrite", "green": "Read"}
+SPACES = ("red", "green", "blue", "gold")
+# Each user's grants: red ReadWrite, green Read, blue none, gold Curate.
+GRANTS = {"red": "ReadWrite", "green": "Read", "gold": "Curate"}
 
 
 @pytest.mark.parametrize("role", list(Role))
@@ -55,7 +55,7 @@ async def test_two_users_three_spaces(server: RunningServer, role: Role) -> None
                 everything = await s.ok("listMemories", containerTag=space, status="all", limit=50)
                 here = {m["id"] for m in everything["memories"]}
                 assert {h["id"] for h in found["results"]} <= here  # nothing crosses spaces
-                can_write = effective_access(role, Access(grant)) is Access.READ_WRITE
+                can_write = effective_access(role, Access(grant)).can_write
                 write = await s.call("add_memory", content=f"{name} writes in {space}.", containerTag=space)
                 forget = await s.call(
                     "add_memory", action="forget", content=f"Seed fact of {space}.", containerTag=space
@@ -74,6 +74,7 @@ async def test_two_users_three_spaces(server: RunningServer, role: Role) -> None
             assert effective == {
                 "red": "ReadWrite" if role is Role.WRITER else "Read",
                 "green": "Read",
+                "gold": "Curate" if role is Role.WRITER else "Read",
             }
 
 
