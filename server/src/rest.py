@@ -409,6 +409,10 @@ def build_router(service: MemoryService) -> APIRouter:
         "/documents/{document_id}", response_model=DocumentDetailOut, response_model_exclude_none=True
     )
     async def document(document_id: str, c: Auth, page: PageQ = 1) -> DocumentDetailOut:
+        """One document: metadata, summary and content.
+
+        The content comes in pages (`page`); `documentId` may be a full id or its 8-character short id.
+        """
         return await service.get_document(c, document_id, page)
 
     from . import rest_review  # it builds on this module's dependencies
