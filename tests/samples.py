@@ -11,6 +11,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 # One fact a page, each with a word that appears nowhere else, so a search can find its page.
 PDF_PAGES = [
@@ -98,7 +102,7 @@ def pdf_with_text(
     return path
 
 
-def text_image(lines: list[str], *, width: int = 1700, size: int = 34):  # type: ignore[no-untyped-def]
+def text_image(lines: list[str], *, width: int = 1700, size: int = 34) -> Image:
     """A white picture with black lines of text, as a scanner or a screenshot would make it."""
     from PIL import Image, ImageDraw, ImageFont
 
