@@ -32,6 +32,7 @@ ROUNDS = 3
 NO_DATA_ROWS = {
     "Operator": "no operator runs in this setup",
     "Documents": "the traffic uploads no files",
+    "Governance": "the traffic's space is Direct and its key has no rate limit",
 }
 NO_DATA_PANELS: dict[str, str] = {}
 # Alerts whose signal (the value compared with the threshold) a healthy server under traffic produces.

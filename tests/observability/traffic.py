@@ -28,6 +28,12 @@ FACTS = (
     "the auth gateway rotates its signing certificates monthly",
 )
 
+WIDGET_FACTS = (
+    "the design review board meets in room Orion",
+    "expense reports close on the 25th of each month",
+    "the mobile app ships through the Thursday store review",
+)
+
 
 @dataclass
 class TrafficLog:
@@ -85,6 +91,15 @@ async def one_round(base: str, key: str, space: str, round_no: int, log: Traffic
         await tools.ok("listMemories")
         forgotten = await tools.ok("add_memory", action="forget", content=text)
         assert forgotten["status"] == "forgotten", forgotten
+        # The widgets' launchers and the app-only tools they call.
+        await tools.ok("set-active-space", space=space)
+        await tools.ok("guided-save", prefill="A draft")
+        widget_fact = f"Round {round_no} from the save form: {WIDGET_FACTS[round_no % len(WIDGET_FACTS)]}."
+        await tools.ok("save-memory", content=widget_fact, space=space, category="widgets")
+        await tools.ok("upload-file")
+        await tools.ok("prepare-file-upload", containerTag=space)
+        await tools.ok("memory-graph")
+        await tools.ok("fetch-graph-data", limit=20)
         await tools.refused("search_memory", "SpaceNotFound", query="anything", containerTag=MISSING_SPACE)
         await tools.refused("add_memory", "SecretRefused", content=CREDENTIAL)
 
