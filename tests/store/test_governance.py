@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -267,6 +268,39 @@ async def test_a_long_text_over_max_bytes_is_refused_whole(db: Database) -> None
             )
         ).one()
     assert tuple(counts) == (0, 0)
+
+
+async def test_concurrent_uploads_never_pass_a_document_quota(db: Database, tmp_path: Path) -> None:
+    await make_space(db, "team", max_documents=2)
+    writer, _ = await _contexts(db)
+    files = []
+    for n in range(6):
+        path = tmp_path / f"notes-{n}.md"
+        path.write_text(f"# Notes {n}\n\nThe release train number {n} leaves on Thursday.\n")
+        files.append(path)
+    pool = Database(db.url, pool_size=6)
+    try:
+        results = await asyncio.gather(
+            *(
+                documents.create_upload(
+                    pool,
+                    writer,
+                    path,
+                    digest=memories.content_hash(path.read_text()),
+                    size=path.stat().st_size,
+                    media_type="text/markdown",
+                    name=path.name,
+                )
+                for path in files
+            ),
+            return_exceptions=True,
+        )
+    finally:
+        await pool.close()
+    assert sum(not isinstance(r, BaseException) for r in results) == 2
+    assert all(isinstance(r, QuotaExceeded) for r in results if isinstance(r, BaseException))
+    async with db.transaction([writer.space.id]) as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM documents"))).scalar() == 2
 
 
 async def test_concurrent_saves_never_pass_a_quota(db: Database) -> None:
