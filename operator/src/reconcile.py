@@ -82,8 +82,7 @@ async def reconcile_space(
         return Outcome.invalid(exc)
     if refused := await _managed_by_cli(db, "space", name):
         return refused
-    before = await spaces.get_space(db, name)
-    settings_before = await spaces.space_settings(db, name)
+    before = await spaces.space_settings(db, name)  # None: new, or detached and about to be restored
     _, changed = await spaces.upsert_space(
         db,
         name,
@@ -101,9 +100,7 @@ async def reconcile_space(
     changes: tuple[str, ...] = ()
     if changed and before is not None:
         settings_after = await spaces.space_settings(db, name) or {}
-        changes = (
-            f"updated space '{name}': {_differences(settings_before or {}, settings_after, _SPACE_FIELDS)}",
-        )
+        changes = (f"updated space '{name}': {_differences(before, settings_after, _SPACE_FIELDS)}",)
     elif changed and (memories or documents):
         changes = (
             f"restored retained space '{name}' with {_plural(memories, 'memory')} "

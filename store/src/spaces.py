@@ -115,9 +115,14 @@ _NOT_DECLARED = frozenset({"id", "key", "created_at", "updated_at", "detached_at
 
 
 async def space_settings(db: Database, key: str) -> dict[str, Any] | None:
-    """Every declared setting of a space as stored, by column (to report what a change changed)."""
+    """Every declared setting of an attached space as stored, by column (to report what a change
+    changed); None when the space is absent or detached."""
     async with db.transaction() as conn:
-        row = (await conn.execute(text("SELECT * FROM spaces WHERE key = :key"), {"key": key})).first()
+        row = (
+            await conn.execute(
+                text("SELECT * FROM spaces WHERE key = :key AND detached_at IS NULL"), {"key": key}
+            )
+        ).first()
     if row is None:
         return None
     return {column: value for column, value in row._mapping.items() if column not in _NOT_DECLARED}
