@@ -155,6 +155,10 @@ async def test_file_of_every_kind_is_extracted_and_found(
         content = document["allContent"].lower() if kind.speech else document["allContent"]
         for text in kind.expected:
             assert text in content
+        # The summary is sentences of the document itself.
+        flat = " ".join(document["allContent"].split())
+        sentences = [s if s.endswith(".") else s + "." for s in document["summary"].split(". ")]
+        assert sentences and all(s.rstrip(".") in flat for s in sentences), document["summary"]
 
         found = await http.get(
             "/v1/search", params={"query": kind.query, "limit": 5, "includeProfile": False}

@@ -80,6 +80,54 @@ def test_summary_picks_sentences_of_the_document_and_the_title_its_heading() -> 
     assert title_for(content, given="Mine", heading="H", file_name="f") == "Mine"
 
 
+def test_the_summary_of_a_hard_wrapped_manual_is_its_prose_not_its_listings() -> None:
+    """PDF text comes as lines: a title page, wrapped paragraphs with words split at line ends, and
+    reference listings that repeat the document's most frequent words."""
+    listing = "\n".join(
+        f"[Function] int ledger_{name}_entry (const ledger_node * root, char * error_{name})\n"
+        f"root: the ledger node the entry is added to, or NULL for a new ledger."
+        for name in ("add", "find", "drop", "copy", "merge", "split")
+    )
+    content = (
+        "Ledgerkit\nA double-entry ledger library for small shops\nfor version 2.3, 4 March 2026\n"
+        "Jane Doe\n\n"
+        "This manual is for Ledgerkit 2.3, a library that keeps double-entry ledgers for small shops\n"
+        "and checks every posting against the balance rules before it is written, so that no manip-\n"
+        "ulation of a ledger node can leave the books unbalanced.\n\n"
+        f"{listing}\n\n"
+        "Each ledger keeps its entries in the order they were posted. A ledger node holds one entry\n"
+        "and the running balance of the ledger after it.\n"
+    )
+    summary = summarize(content)
+    assert summary.startswith("This manual is for Ledgerkit 2.3, a library that keeps double-entry ledgers")
+    assert "no manipulation of a ledger node" in summary  # the line break inside a word is gone
+    assert "[Function]" not in summary and "_entry" not in summary and "Jane Doe" not in summary
+
+
+def test_the_summary_of_a_readme_leaves_out_badges_links_and_code() -> None:
+    content = (
+        "# tidyq\n\n"
+        "[![build](https://ci.example.com/tidyq.svg)](https://ci.example.com/tidyq) "
+        "[![pypi](https://img.example.com/v/tidyq.svg)](https://pypi.example.com/p/tidyq)\n\n"
+        "tidyq is a small job queue for [PostgreSQL](https://www.postgresql.org) that runs jobs "
+        "in the order they were queued.\n\n"
+        "```python\nfrom tidyq import Queue\nQueue(dsn).put(job)  # queue a job for the queue\n```\n\n"
+        "A job that fails is tried again later, with a longer wait each time. "
+        "See https://docs.example.com/tidyq for the queue's settings.\n\n"
+        "| setting | default |\n|---|---|\n| queue retries | 5 |\n"
+    )
+    summary = summarize(content)
+    assert summary.startswith("tidyq is a small job queue for PostgreSQL that runs jobs in the order")
+    assert "A job that fails is tried again later" in summary
+    for markup in ("](", "http", "![", "```", "import", "|"):
+        assert markup not in summary, markup
+
+
+def test_a_text_without_sentences_is_summarised_by_its_beginning() -> None:
+    rows = "name,team\nada,core\nbob,billing"
+    assert summarize(rows) == "name,team ada,core bob,billing"
+
+
 # --- long texts ----------------------------------------------------------------------------------
 
 
