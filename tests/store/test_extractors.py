@@ -201,6 +201,23 @@ def test_text_pdf_one_section_a_page(files: Path) -> None:
     assert result.metadata == {"pages": 4, "ocrPages": 0}
 
 
+def test_running_headers_and_page_numbers_are_left_out(files: Path) -> None:
+    bodies = [text.split(". ", 1)[1] for text in samples.PDF_PAGES]
+    pages = [
+        f"Operations handbook, edition 3\n{body}\nThe freeze is announced a week ahead.\n"
+        f"Company confidential\nPage {n} of 4"
+        for n, body in enumerate(bodies, start=1)
+    ]
+    result = run(samples.pdf_with_text(files / "handbook.pdf", pages))
+    # A line that recurs away from the page's edges is the page's own.
+    assert [s.text for s in result.sections] == [
+        f"{b}\nThe freeze is announced a week ahead." for b in bodies
+    ]
+    # Two pages are too few to tell a running header from a repeated line.
+    short = run(samples.pdf_with_text(files / "two.pdf", pages[:2]))
+    assert [s.text for s in short.sections] == pages[:2]
+
+
 def test_scanned_pdf_pages_are_read_by_ocr_in_order(files: Path) -> None:
     result = run(samples.scanned_pdf(files / "scan.pdf"))
     assert result.metadata["ocrPages"] == 1 and result.sections[0].page == 1

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,14 @@ OCR_WORKERS = max(1, min(4, os.cpu_count() or 1))
 # often carries a stray page number or a stamp as text.
 MIN_TEXT_LAYER_CHARS = 20
 _WORD_CHARS = re.compile(r"\w")
+# A line among the first or last EDGE_LINES of a page that recurs, its numbers aside, on at least
+# RUNNING_SHARE of the pages (and MIN_RUNNING_PAGES) is a running header or footer ("Shared
+# MIME-info Database", "Page 3 of 17", a bare page number): it says nothing about its page and
+# would be repeated in every memory, so it is left out.
+EDGE_LINES = 2
+RUNNING_SHARE = 0.5
+MIN_RUNNING_PAGES = 3
+_NUMBERS = re.compile(r"\d+")
 # Metadata titles that are a producer's file name rather than a title ("Microsoft Word - a.docx").
 _FILE_NAME_TITLE = re.compile(r"\.(docx?|pdf|tex|odt|rtf|pptx?|xlsx?|txt|indd)$|^untitled$", re.IGNORECASE)
 
@@ -102,6 +111,37 @@ def _title(reader: Any) -> str | None:
     return title if title and not _FILE_NAME_TITLE.search(title) else None
 
 
+def _running_key(line: str) -> str:
+    return _NUMBERS.sub("#", " ".join(line.split()).lower())
+
+
+def without_running_lines(sections: list[Section]) -> list[Section]:
+    """The pages without their running headers and footers (a page that is nothing else stays)."""
+    if len(sections) < MIN_RUNNING_PAGES:
+        return sections
+    seen: Counter[str] = Counter()
+    for section in sections:
+        lines = section.text.split("\n")
+        seen.update({_running_key(line) for line in lines[:EDGE_LINES] + lines[-EDGE_LINES:] if line.strip()})
+    needed = max(MIN_RUNNING_PAGES, RUNNING_SHARE * len(sections))
+    running = {key for key, pages in seen.items() if pages >= needed}
+    if not running:
+        return sections
+    kept = []
+    for section in sections:
+        lines = section.text.split("\n")
+        top, bottom = 0, len(lines)
+        while top < min(EDGE_LINES, bottom) and _running_key(lines[top]) in running:
+            top += 1
+        while (
+            bottom > top and len(lines) - bottom < EDGE_LINES and _running_key(lines[bottom - 1]) in running
+        ):
+            bottom -= 1
+        text = tidy("\n".join(lines[top:bottom]))
+        kept.append(replace(section, text=text) if text else section)
+    return kept
+
+
 class _Pages:
     """Pages in order; scanned ones are read by OCR in a pool while later pages are rendered."""
 
@@ -165,7 +205,7 @@ def extract_pdf(path: Path, progress: Progress) -> Extracted:
                 scanned = pages.pool.submit(read_image, _render(document, index))
                 ocr_pages += 1
             pages.add(index, text, scanned)
-        sections = pages.finish()
+        sections = without_running_lines(pages.finish())
     finally:
         pages.close()
         if document is not None:
