@@ -22,6 +22,10 @@ CATEGORY_RE = re.compile(r"[\w][\w .:/-]*")
 MAX_CONTENT = 2000  # one memory (the text of add_memory and of a forget request)
 # add_memory content beyond MAX_CONTENT becomes one document of several memories, up to this.
 MAX_DOCUMENT_TEXT = 100_000
+# The text extracted from one uploaded file: about 2,500 pages, 2,500-5,000 memories (minutes of
+# embedding on two cores). A file with more is refused with a reason rather than hold a worker for
+# hours; a 50 MB text file or a Word file that unpacks to gigabytes would.
+MAX_EXTRACTED_TEXT = 5_000_000
 MAX_QUERY = 2000  # a semantic search question
 MAX_KEYWORD = 200  # a literal keyword
 MAX_CATEGORY = 64

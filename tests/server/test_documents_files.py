@@ -18,6 +18,7 @@ import httpx2
 import pytest
 
 from memory_mcp.embedder.client import Embedder
+from memory_mcp.store import validation
 from tests import samples
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, run_server
@@ -186,3 +187,43 @@ async def test_a_file_that_cannot_be_read_fails_with_its_reason(
         document = await wait_until_finished(http, answer.json()["id"])
         assert document["status"] == "failed" and document["error"] == "no speech found in the recording"
         assert document["memoryCount"] == 0
+
+
+def _word_bomb(path: Path, paragraphs: int) -> Path:
+    """A .docx of well under a megabyte whose document part inflates to about `paragraphs` x 42 bytes."""
+    import zipfile
+
+    import docx
+
+    template = Path(docx.__file__).parent / "templates" / "default.docx"
+    with zipfile.ZipFile(template) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bomb:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "word/document.xml":
+                head, tail = data.split(b"<w:body>")
+                data = head + b"<w:body>" + b"<w:p><w:r><w:t>spam spam</w:t></w:r></w:p>" * paragraphs + tail
+            bomb.writestr(item.filename, data)
+    return path
+
+
+async def test_files_too_big_once_unpacked_or_extracted_fail_before_they_are_written(
+    files_server: RunningServer, tmp_path: Path
+) -> None:
+    key = await writer_key(files_server)
+    long_text = tmp_path / "log.txt"
+    line = "The billing worker restarted after the nightly backup finished.\n"
+    long_text.write_text(line * (validation.MAX_EXTRACTED_TEXT // len(line) + 1))
+    bomb = _word_bomb(tmp_path / "bomb.docx", 5_000_000)
+    assert bomb.stat().st_size < 2**20
+    async with httpx2.AsyncClient(
+        base_url=files_server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as http:
+        for path, reason in (
+            (bomb, "the Word file unpacks to 201 MB of document parts, over the limit of 200 MB"),
+            (long_text, f"over the limit of {validation.MAX_EXTRACTED_TEXT:,} (about 2,500 pages)"),
+        ):
+            answer = await upload(http, path)
+            assert answer.status_code == 202, answer.text
+            document = await wait_until_finished(http, answer.json()["id"])
+            assert document["status"] == "failed" and reason in document["error"], document["error"]
+            assert document["memoryCount"] == 0

@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ..validation import MAX_EXTRACTED_TEXT
 from .base import (
     DOCUMENTS_EXTRA,
     Extracted,
@@ -230,5 +231,13 @@ def extract(
     module = importlib.import_module(f"{__name__}.{module_name}")
     function: Callable[..., Extracted] = getattr(module, function_name)
     if kind in ("audio", "video"):
-        return function(path, media_type, language=language, progress=progress, model_dir=model_dir)
-    return function(path, progress)
+        extracted = function(path, media_type, language=language, progress=progress, model_dir=model_dir)
+    else:
+        extracted = function(path, progress)
+    size = sum(len(section.text) for section in extracted.sections)
+    if size > MAX_EXTRACTED_TEXT:
+        raise ExtractionFailed(
+            f"the file holds {size:,} characters of text, over the limit of {MAX_EXTRACTED_TEXT:,} "
+            "(about 2,500 pages) for one document; split it into smaller files"
+        )
+    return extracted

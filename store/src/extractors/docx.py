@@ -9,6 +9,24 @@ from typing import Any
 from .base import Extracted, ExtractionFailed, Progress, Section, tidy
 
 _HEADING_STYLES = ("Title", "Heading")
+# What a .docx may unpack to: its XML is parsed whole, at several times its size in memory, so a
+# small file that inflates to gigabytes (a zip bomb) is refused before it is opened. A Word file of
+# 2,500 pages holds tens of megabytes of XML; pictures are not counted.
+MAX_UNPACKED_XML = 200 * 1024 * 1024
+
+
+def _check_unpacked(path: Path) -> None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            # The sizes the archive declares bound what reading a member gives (zipfile stops there).
+            unpacked = sum(i.file_size for i in archive.infolist() if i.filename.endswith((".xml", ".rels")))
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ExtractionFailed("the Word file is corrupt or not a .docx document") from exc
+    if unpacked > MAX_UNPACKED_XML:
+        raise ExtractionFailed(
+            f"the Word file unpacks to {unpacked / 2**20:,.0f} MB of document parts, over the limit of "
+            f"{MAX_UNPACKED_XML / 2**20:.0f} MB; split it into smaller files"
+        )
 
 
 def _is_heading(paragraph: Any) -> bool:
@@ -40,6 +58,7 @@ def extract_docx(path: Path, progress: Progress) -> Extracted:
     from docx.opc.exceptions import PackageNotFoundError
     from docx.table import Table
 
+    _check_unpacked(path)
     try:
         document = docx.Document(str(path))
         blocks = list(document.iter_inner_content())
