@@ -90,6 +90,15 @@ def test_detect_type_audio_containers() -> None:
     assert detect_type("a.mp3", b"ID3\x04\x00\x00\x00\x00\x00\x00") == "audio/mpeg"
     assert detect_type(None, bytes([0xFF, 0xFB, 0x90, 0x64])) == "audio/mpeg"  # MPEG-1 layer III frame
     assert detect_type(None, bytes([0xFF, 0xF1, 0x50, 0x80])) is None  # ADTS AAC: not an MP3
+
+
+def test_utf16_text_is_text_not_an_mpeg_frame(files: Path) -> None:
+    """Windows PowerShell's `>` writes UTF-16 LE with a byte order mark, FF FE: an MPEG frame's sync bits."""
+    notes = files / "notes.txt"
+    notes.write_bytes("Die Sicherung läuft um 02:00.\r\nBackups run at 02:00.\r\n".encode("utf-16"))
+    assert notes.read_bytes().startswith(b"\xff\xfe")
+    assert detect_type(notes.name, notes.read_bytes()[:HEAD_BYTES]) == "text/plain"
+    assert run(notes).content == "Die Sicherung läuft um 02:00.\nBackups run at 02:00."
     assert detect_type(None, b"\x00\x00\x00\x20ftypM4A \x00\x00\x02\x00") == "audio/mp4"
     assert detect_type("talk.m4a", b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00") == "audio/mp4"
     assert detect_type("talk.mp4", b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00") == "video/mp4"

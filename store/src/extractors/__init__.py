@@ -147,6 +147,10 @@ def detect_type(filename: str | None, head: bytes) -> str | None:
         return "image/webp"
     if head.startswith(b"RIFF") and head[8:12] == b"WAVE":
         return "audio/wav"
+    if ext in _TEXT_EXTENSIONS and head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        # UTF-16 text (Notepad's "Unicode", PowerShell's redirection): its byte order mark FF FE
+        # also reads as an MPEG audio frame header.
+        return _TEXT_EXTENSIONS[ext]
     if head.startswith(b"ID3") or _is_mpeg_audio_frame(head):
         return "audio/mpeg"
     if head[4:8] == b"ftyp":
