@@ -1,4 +1,7 @@
-"""A space's profile: stable facts (long-lived, often recalled) plus recent memories, within a budget."""
+"""A space's profile: stable facts (long-lived, often recalled) plus recent memories, within a budget.
+
+Only memories saved as statements count; pieces of documents are left to search.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +31,12 @@ LINE_TOKENS = 8
 HEADING_TOKENS = 20
 
 
+# Statements saved one by one, not pieces of a file or a long text (a piece has its place in its
+# document): the last upload's closing pages say nothing about a space, and search finds them when
+# they matter.
+_SAVED = "m.char_start IS NULL"
+
+
 def estimate_tokens(content: str) -> int:
     """Roughly four characters a token for English-like text; never less than one."""
     return max(1, (len(content) + 3) // 4)
@@ -44,14 +53,17 @@ async def build_profile(
     async with db.transaction([ctx.space.id]) as conn:
         stable_rows = await conn.execute(
             text(
-                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} "
+                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} AND {_SAVED} "
                 "ORDER BY m.recall_count DESC, m.created_at ASC LIMIT 50"
             ),
             {"s": ctx.space.id},
         )
         stable_candidates = [memory_from_row(r) for r in stable_rows]
         recent_rows = await conn.execute(
-            text(f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} ORDER BY m.created_at DESC LIMIT 50"),
+            text(
+                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} AND {_SAVED} "
+                "ORDER BY m.created_at DESC LIMIT 50"
+            ),
             {"s": ctx.space.id},
         )
         recent_candidates = [memory_from_row(r) for r in recent_rows]

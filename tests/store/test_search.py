@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from memory_mcp.core.backfill import backfill
 from memory_mcp.embedder.client import Embedder
-from memory_mcp.store import identity, memories, profile, search, spaces
+from memory_mcp.store import documents, identity, memories, pipeline, profile, search, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import Memory, SpaceContext
@@ -365,3 +365,24 @@ async def test_profile_stays_within_budget_and_separates_stable_from_recent(
     newest = [m.id for m in saved[-3:]]
     assert set(newest) <= {m.id for m in p.recent}  # the newest facts are the recent part
     assert long.id not in {m.id for m in [*p.stable, *p.recent]}  # too long for this budget, skipped
+
+
+async def test_the_profile_is_made_of_saved_statements_not_pieces_of_documents(
+    db: Database, embedder: Embedder
+) -> None:
+    ctx = await writer(db)
+    saved = await save_all(db, ctx, embedder, FILLER[:3])
+    manual = "\n\n".join(
+        f"Step {i}: restart worker {i} of the billing queue, then check its lag." for i in range(300)
+    )
+    stored, made = await documents.save_text(db, ctx, None, pipeline.prepare_text(manual))
+    assert made > 3
+    async with db.transaction([ctx.space.id]) as conn:
+        pieces = (
+            await conn.execute(
+                text("SELECT id FROM memories WHERE document_id = :d"), {"d": stored.document.id}
+            )
+        ).scalars()
+        await search.record_recalls(db, {(ctx.space.id, piece): 9 for piece in list(pieces)[:2]})
+    p = await profile.build_profile(db, ctx, 400)
+    assert {m.id for m in [*p.stable, *p.recent]} == {m.id for m in saved}
