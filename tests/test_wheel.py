@@ -26,7 +26,7 @@ CHECK = (
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
+    done = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -34,14 +34,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "wheel",
             "--no-deps",
             "--no-build-isolation",
-            "-q",
+            "-v",
             "-w",
             str(out),
             str(ROOT),
         ],
         check=True,
         cwd=out,
+        capture_output=True,
+        text=True,
     )
+    # setuptools warns of a folder of files it has to guess about (the migrations' versions once).
+    assert "is absent from the `packages` configuration" not in done.stdout + done.stderr
     (built,) = out.glob("memory_mcp-*.whl")
     return built
 
@@ -77,6 +81,8 @@ def test_wheel_holds_every_package_and_the_migrations(wheel: Path) -> None:
         assert f"{package}/__init__.py" in names, package
     migrations = sorted(p.name for p in (ROOT / "store" / "src" / "migrations" / "versions").glob("0*.py"))
     assert migrations and all(f"memory_mcp/store/migrations/versions/{m}" in names for m in migrations)
+    widgets = sorted(p.name for p in (ROOT / "server" / "src" / "widgets").glob("*.html"))
+    assert len(widgets) == 4 and all(f"memory_mcp/server/widgets/{w}" in names for w in widgets)
     assert not any(name.startswith(("operator/", "store/", "server/", "src/")) for name in names)
 
 

@@ -321,7 +321,10 @@ async def test_recording_recalls_rewrites_rows_in_place(db: Database) -> None:
         recalled.update(m.id for m in batch)
         await search.record_recalls(db, {(ctx.space.id, m.id): 1 for m in batch})
     async with db.transaction([ctx.space.id]) as conn:
-        counts = dict((await conn.execute(text("SELECT id, recall_count FROM memories"))).tuples().all())
+        counts = {
+            row.id: row.recall_count
+            for row in await conn.execute(text("SELECT id, recall_count FROM memories"))
+        }
         await conn.execute(text("SELECT pg_stat_force_next_flush()"))  # this backend's counters
     assert counts == {m.id: recalled[m.id] for m in saved}
     updated, in_place = 0, 0
