@@ -22,7 +22,7 @@ Tuning happens on the first five conversations (``--split dev``, the default); t
   question asked with ``search_memory`` by MCP clients over HTTP; also counts the tokens of the
   whole tool answer (cl100k, offline ``bpe-openai``), with and without the profile.
 
-Baselines in the same run over the same turns: BM25 (``bm25s``), MiniLM cosine (the same vectors),
+Baselines in the same run over the same turns: BM25 (``bm25s``), the model's cosine (the same vectors),
 and the two fused by plain reciprocal rank (k = 60).
 
     python -m bench.locomo PATH [--split dev|heldout|all] [--via store,mcp]
@@ -189,7 +189,7 @@ class Scores:
 
     def row(self) -> str:
         return (
-            f"{self.name:<28}{len(self.ranked):>6}{self.hit(1):>8.3f}{self.hit(5):>8.3f}{self.hit(10):>8.3f}"
+            f"{self.name:<34}{len(self.ranked):>6}{self.hit(1):>8.3f}{self.hit(5):>8.3f}{self.hit(10):>8.3f}"
             f"{self.recall():>8.3f}{self.mrr():>8.3f}{self.session_hit():>9.3f}"
         )
 
@@ -199,7 +199,7 @@ def _mean(values: Any) -> float:
     return sum(items) / len(items) if items else 0.0
 
 
-HEADER = f"{'system':<28}{'n':>6}{'hit@1':>8}{'hit@5':>8}{'hit@10':>8}{'R@10':>8}{'MRR@10':>8}{'sess@10':>9}"
+HEADER = f"{'system':<34}{'n':>6}{'hit@1':>8}{'hit@5':>8}{'hit@10':>8}{'R@10':>8}{'MRR@10':>8}{'sess@10':>9}"
 
 
 def tokenizer() -> Any:
@@ -210,7 +210,7 @@ def tokenizer() -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Baselines: BM25, MiniLM cosine, plain RRF
+# Baselines: BM25, cosine of the model's vectors, plain RRF
 # ---------------------------------------------------------------------------------------------
 
 
@@ -226,10 +226,11 @@ def baselines(
     conversations: Sequence[Conversation],
     turn_vectors: dict[str, np.ndarray],
     query_vectors: dict[str, np.ndarray],
+    model: str,
 ) -> list[Scores]:
     import bm25s
 
-    bm25, dense, fused = Scores("BM25 (bm25s)"), Scores("MiniLM cosine"), Scores("plain RRF (BM25+cosine)")
+    bm25, dense, fused = Scores("BM25 (bm25s)"), Scores(f"{model} cosine"), Scores("plain RRF (BM25+cosine)")
     depth = 100
     for conv in conversations:
         ids = [t.dia_id for t in conv.turns]
@@ -519,7 +520,7 @@ async def run(
             for q in c.questions
         }
         print(f"embedded turns and questions in {time.perf_counter() - started:.0f} s ({embedder.name})")
-        all_scores = baselines(conversations, turn_vectors, query_vectors)
+        all_scores = baselines(conversations, turn_vectors, query_vectors, embedder.name)
         if "store" in args.via.split(","):
             variants = [parse_variant(v, settings) for v in args.variant] or [
                 ("default", parse_params([], settings))

@@ -557,7 +557,7 @@ async def forget_study(
 
 
 def parse_params(pairs: Sequence[str], settings: Settings) -> search.SearchParams:
-    params = search.SearchParams(ef_search=settings.hnsw_ef_search)
+    params = settings.search_params()
     types = {f.name: type(getattr(params, f.name)) for f in dataclasses.fields(params)}
     changes: dict[str, object] = {}
     for pair in pairs:

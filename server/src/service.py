@@ -79,7 +79,7 @@ class MemoryService:
         self.embedder = embedder
         self.settings = settings
         self.recalls = RecallLog()
-        self.search_params = search.SearchParams(ef_search=settings.hnsw_ef_search)
+        self.search_params = settings.search_params()
 
     async def authenticate(self, token: str | None) -> Caller:
         """The verified caller, with one request spent from its key's rate limit (if it has one)."""

@@ -99,6 +99,13 @@ class SearchParams:
     # name the embedding misses); below both it is only the closest there is.
     min_similarity: float = 0.3
     min_coverage: float = 0.5
+    # Similarities are taken onto the default model's scale as gain x cosine + offset before they
+    # are fused, judged against the floor and shown; the identity for the default model. Another
+    # model packs its similarities elsewhere (multilingual E5: unrelated text at 0.76), and would
+    # otherwise count for little against the full-text share and clear the floor with anything.
+    # The embedding backend's table (embedder/backends.py) gives each model's values.
+    similarity_gain: float = 1.0
+    similarity_offset: float = 0.0
     # Off only to measure semantic search on its own (bench/retrieval.py compares the modes).
     fulltext: bool = True
 
@@ -199,6 +206,8 @@ async def search_memories(
         # Without a vector, full text is the whole score.
         lexw=params.lexical_weight if semantic else 1.0,
         top=limit,
+        sgain=params.similarity_gain,
+        soffset=params.similarity_offset,
     )
     async with (
         db.driver_transaction([ctx.space.id], settings=hnsw) as pg,
@@ -307,14 +316,16 @@ _LIST_CTE = {"semantic": "semantic", "fulltext": "fulltext", "filter": "filtered
 def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
     """Every candidate of every list with both scores, and the fused score.
 
-    ``similarity`` is the cosine similarity to the query, ``lex`` the full-text weight of the query
+    ``similarity`` is the cosine similarity to the query (on the default model's scale), ``lex`` the full-text weight of the query
     words the memory holds (``total``: of all of them), ``closeness`` how closely the literal
     keyword matches (the whole score of a search without a question). The fused score is
     similarity + ``lexw`` x lex / total (the coverage of the query's weight).
     """
     candidates = " UNION ".join(f"SELECT id FROM {_LIST_CTE[name]}" for name in lists)
     similarity = (
-        "1 - (m.embedding <=> CAST(%(e)s AS halfvec))" if "semantic" in lists else "CAST(NULL AS float8)"
+        "%(sgain)s * (1 - (m.embedding <=> CAST(%(e)s AS halfvec))) + %(soffset)s"
+        if "semantic" in lists
+        else "CAST(NULL AS float8)"
     )
     lex, total = "0.0", "0.0"
     if "fulltext" in lists:

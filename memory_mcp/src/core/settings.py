@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -16,6 +16,9 @@ from memory_mcp.embedder.backends import (
     SIMILARITY_DEFAULTS,
     EmbeddingBackend,
 )
+
+if TYPE_CHECKING:
+    from memory_mcp.store.search import SearchParams
 
 
 def default_data_dir() -> Path:
@@ -132,6 +135,13 @@ class Settings(BaseSettings):
             if name not in self.model_fields_set:
                 setattr(self, name, getattr(defaults, name))
         return self
+
+    def search_params(self) -> SearchParams:
+        """The search defaults, with this HNSW setting and the embedding model's similarity scale."""
+        from memory_mcp.store.search import SearchParams
+
+        gain, offset = SIMILARITY_DEFAULTS[self.embedding_backend].search_scale()
+        return SearchParams(ef_search=self.hnsw_ef_search, similarity_gain=gain, similarity_offset=offset)
 
     @property
     def resolved_embedder_url(self) -> str | None:
