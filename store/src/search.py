@@ -316,10 +316,11 @@ _LIST_CTE = {"semantic": "semantic", "fulltext": "fulltext", "filter": "filtered
 def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
     """Every candidate of every list with both scores, and the fused score.
 
-    ``similarity`` is the cosine similarity to the query (on the default model's scale), ``lex`` the full-text weight of the query
-    words the memory holds (``total``: of all of them), ``closeness`` how closely the literal
-    keyword matches (the whole score of a search without a question). The fused score is
-    similarity + ``lexw`` x lex / total (the coverage of the query's weight).
+    ``similarity`` is the cosine similarity to the query (on the default model's scale), ``lex``
+    the full-text weight of the query words the memory holds (``total``: of all of them),
+    ``closeness`` how closely the literal keyword matches (the whole score of a search without a
+    question). The fused score is similarity + ``lexw`` x lex / total (the coverage of the query's
+    weight).
     """
     candidates = " UNION ".join(f"SELECT id FROM {_LIST_CTE[name]}" for name in lists)
     similarity = (
