@@ -273,6 +273,42 @@ def test_pdf_failures_say_why(files: Path) -> None:
         run(files / "blank.pdf", "application/pdf")
 
 
+def _pdf_of_one_stream(path: Path, content: bytes) -> Path:
+    """A one-page PDF whose page is one deflated content stream."""
+    import zlib
+
+    stream = zlib.compress(content, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> "
+        b"/Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n%b\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%b\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_a_pdf_page_that_inflates_past_the_readers_limit_is_refused(files: Path) -> None:
+    """A page of well under a megabyte whose content stream inflates to 80 MB (a PDF "zip bomb")."""
+    line = b"BT /F1 12 Tf 72 720 Td (spam spam spam) Tj ET\n"
+    bomb = _pdf_of_one_stream(files / "bomb.pdf", line * (80_000_000 // len(line)))
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(ExtractionFailed, match="unpacks to more than 75 MB"):
+        run(bomb, "application/pdf")
+    # The same construction with an ordinary page reads.
+    assert run(_pdf_of_one_stream(files / "page.pdf", line), "application/pdf").content == "spam spam spam"
+
+
 def test_png_with_german_text_keeps_umlauts(files: Path) -> None:
     result = run(samples.german_png(files / "hinweis.png"))
     for line in samples.GERMAN_TEXT:

@@ -33,13 +33,18 @@ EDGE_LINES = 2
 RUNNING_SHARE = 0.5
 MIN_RUNNING_PAGES = 3
 _NUMBERS = re.compile(r"\d+")
+# pypdf stops inflating a stream at 75 MB (a "zip bomb" page); such a file is not read at all, as
+# rendering the page for OCR would inflate the same stream without a limit.
+_TOO_BIG_STREAM = (
+    "a part of the PDF unpacks to more than 75 MB, far beyond any page of a document; it is not read"
+)
 # Metadata titles that are a producer's file name rather than a title ("Microsoft Word - a.docx").
 _FILE_NAME_TITLE = re.compile(r"\.(docx?|pdf|tex|odt|rtf|pptx?|xlsx?|txt|indd)$|^untitled$", re.IGNORECASE)
 
 
 def _open(path: Path) -> Any:
     from pypdf import PdfReader
-    from pypdf.errors import FileNotDecryptedError, PdfReadError
+    from pypdf.errors import FileNotDecryptedError, LimitReachedError, PdfReadError
 
     try:
         reader = PdfReader(path, strict=False)
@@ -54,6 +59,8 @@ def _open(path: Path) -> Any:
         pages = len(reader.pages)
     except ExtractionFailed:
         raise
+    except LimitReachedError as exc:
+        raise ExtractionFailed(_TOO_BIG_STREAM) from exc
     except (PdfReadError, FileNotDecryptedError) as exc:
         raise ExtractionFailed(f"the PDF is corrupt and cannot be read ({exc})") from exc
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
@@ -65,10 +72,12 @@ def _open(path: Path) -> Any:
 
 
 def _text_layer(page: Any) -> str:
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import LimitReachedError, PdfReadError
 
     try:
         return tidy(page.extract_text() or "")
+    except LimitReachedError as exc:
+        raise ExtractionFailed(_TOO_BIG_STREAM) from exc
     except (
         PdfReadError,
         OSError,
