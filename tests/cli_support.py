@@ -9,14 +9,21 @@ import sys
 from typing import Any
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, stdin: str | None = None, columns: str | None = "200"
+) -> subprocess.CompletedProcess[str]:
+    """``columns`` None: no terminal width at all, as under a pipe in cron or CI."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["MEMORY_MCP_LOG_FORMAT"] = "text"
+    if columns is not None:
+        env["COLUMNS"] = columns
     return subprocess.run(
         [sys.executable, "-m", "memory_mcp.cli", *args],
         capture_output=True,
         text=True,
         input=stdin,
         timeout=180,
-        env={**os.environ, "MEMORY_MCP_LOG_FORMAT": "text", "COLUMNS": "200"},
+        env=env,
     )
 
 
@@ -26,8 +33,10 @@ class Admin:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return cli(*args, "--database-url", self.url, stdin=stdin)
+    def run(
+        self, *args: str, stdin: str | None = None, columns: str | None = "200"
+    ) -> subprocess.CompletedProcess[str]:
+        return cli(*args, "--database-url", self.url, stdin=stdin, columns=columns)
 
     def ok(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         done = self.run(*args, stdin=stdin)

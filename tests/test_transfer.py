@@ -175,6 +175,14 @@ async def test_a_bad_file_is_refused_naming_every_bad_line(
         "import", str(path), "--space", "nowhere", "--skip-invalid"
     )
 
+    # Read from a pipe with no terminal width at all, every message is still one line.
+    long_key = "a-space-whose-key-is-long-enough-to-pass-eighty-columns-alone"
+    await make_space(db, long_key)
+    done = admin.run("import", str(path), "--space", long_key, "--skip-invalid", columns=None)
+    assert done.returncode == 0, done.stderr
+    summary = f"imported 2 memories and 0 documents into '{long_key}'; 0 already there, 6 line(s) skipped"
+    assert summary in done.stderr.splitlines()
+
 
 async def test_rest_export_streams_the_jsonl_with_read_access(
     db_urls: tuple[str, str], db: Database, embedder: Embedder, admin: Admin

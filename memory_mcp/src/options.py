@@ -16,7 +16,9 @@ from memory_mcp.core.settings import Settings
 if TYPE_CHECKING:
     from memory_mcp.store.db import Database
 
-console = Console(stderr=True)
+# Messages stay one line each when stderr is a pipe or a file (Rich would cut them at 80 columns),
+# so that scripts and logs can match them.
+console = Console(stderr=True, soft_wrap=True)
 
 DataDir = Annotated[
     Path | None,
