@@ -35,10 +35,12 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 # What is not prose, removed before sentences are cut.
 _FENCED = re.compile(r"^\s*(```|~~~).*?(^\s*\1|\Z)", re.MULTILINE | re.DOTALL)
-_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_ADDRESS = re.compile(r"(?:https?://|www\.)\S+|<[^>\s]+@[^>\s]+>|\S+@\S+\.\w+")
-_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+# Every repetition is bounded, so that no text (a line of base64, a run of "[" or "<") costs more
+# than linear time.
+_IMAGE = re.compile(r"!\[[^\[\]\n]{0,500}\]\([^()\[\s]{0,1000}\)")
+_LINK = re.compile(r"\[([^\[\]\n]{0,500})\]\([^()\[\s]{0,1000}\)")
+_ADDRESS = re.compile(r"(?:https?://|www\.)\S+|<?[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}>?")
+_TAG = re.compile(r"</?[A-Za-z][^<>\n]{0,500}>")
 _PLAIN = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")  # a word of letters, "don't", "read-only"
 _ENDS = re.compile(r"[.!?\u2026\u3002][\"'”’)]*$")
 _SYMBOLS = frozenset("{}[]<>=;*_/\\|#@$`~^")

@@ -126,6 +126,9 @@ def test_the_summary_of_a_readme_leaves_out_badges_links_and_code() -> None:
 def test_a_text_without_sentences_is_summarised_by_its_beginning() -> None:
     rows = "name,team\nada,core\nbob,billing"
     assert summarize(rows) == "name,team ada,core bob,billing"
+    # Text no pattern can finish (a line of base64, runs of brackets): linear work, the beginning.
+    for blob in ("QUJD" * 50_000, "[" * 200_000, "[a](" * 50_000, "<a" * 100_000, "x@" * 100_000):
+        assert summarize(blob) == blob[:597] + "..."
 
 
 # --- long texts ----------------------------------------------------------------------------------
