@@ -31,6 +31,7 @@ from .memories import (
     document_from_row,
     id_range,
     require_write,
+    take_turn,
 )
 from .models import Caller, Document, Page, SpaceContext
 from .secrets import find_secret
@@ -140,10 +141,9 @@ async def _get(conn: AsyncConnection, document_id: uuid.UUID) -> Document:
 
 async def _check_documents_quota(conn: AsyncConnection, ctx: SpaceContext, size: int) -> None:
     """One more document of ``size`` bytes within maxDocuments and maxBytes (its memories are
-    counted when they are written, see ``_insert_memories``). Writers of documents take turns on the
-    space row (its lock, held to commit), as saves into a space with a quota do, so two uploads
-    cannot both see room for one more; the counts are read after the lock, by a statement of its own."""
-    await conn.execute(text("SELECT 1 FROM spaces WHERE id = :s FOR NO KEY UPDATE"), {"s": ctx.space.id})
+    counted when they are written, see ``_insert_memories``). Uploads take turns on the space row as
+    saves do, and the counts are read after the lock, by a statement of its own."""
+    await take_turn(conn, ctx.space.id)
     row = (
         await conn.execute(
             text(

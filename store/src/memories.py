@@ -273,11 +273,8 @@ async def save_memory(
                 if not quota_locked and any(
                     q is not None for q in (before.max_memories, before.max_documents, before.max_bytes)
                 ):
-                    # Saves into a space with a quota take turns (the space row's lock, held to commit),
-                    # so two of them cannot both see room for one more; then the counts are read again.
-                    await conn.execute(
-                        text("SELECT 1 FROM spaces WHERE id = :s FOR NO KEY UPDATE"), {"s": space_id}
-                    )
+                    # Then the counts are read again, after the lock.
+                    await take_turn(conn, space_id)
                     quota_locked = True
                     continue
                 review = before.write_policy == "Review"
@@ -350,6 +347,12 @@ async def save_memory(
         if existing is None:
             raise
         return SaveResult(existing, created=False, proposed=existing.review == "proposed")
+
+
+async def take_turn(conn: AsyncConnection, space_id: uuid.UUID) -> None:
+    """Writers into a space with a quota take turns on the space row (its lock, held to commit), so
+    two of them cannot both see room for one more; counts read after this see the other's rows."""
+    await conn.execute(text("SELECT 1 FROM spaces WHERE id = :s FOR NO KEY UPDATE"), {"s": space_id})
 
 
 def check_quota(before: Any, new_bytes: int, new_documents: int = 1, new_memories: int = 1) -> None:
