@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import uuid
 from collections import Counter
@@ -180,6 +181,25 @@ async def test_fused_score_is_similarity_plus_weighted_full_text_plus_recency(
     share = (other.score - other.similarity) / params.lexical_weight
     assert 0.05 < share < 0.6
     assert best.modes == other.modes == ("semantic", "fulltext")
+
+
+async def test_a_query_word_no_memory_holds_still_counts_in_the_querys_weight(db: Database) -> None:
+    """A memory holding only the one query word the space knows covers a share of the query, not all.
+
+    Full text alone (no vector), so a score is exactly the share of the query's weight a memory
+    holds; each word weighs its BM25 inverse document frequency, a word no memory holds the most.
+    """
+    ctx = await writer(db)
+    for content in FILLER:
+        await save(db, ctx, None, content)
+    grafana = await save(db, ctx, None, "Grafana dashboards live in the observability folder.")
+    n = len(FILLER) + 1
+    known = math.log(1 + (n - 1 + 0.5) / (1 + 0.5))
+    unseen = math.log(1 + (n + 0.5) / 0.5)
+    result = await find(db, ctx, None, "grafana zeppelin")
+    assert [h.memory.id for h in result.hits] == [grafana.id]
+    assert result.hits[0].score == pytest.approx(known / (known + unseen), abs=2e-4)
+    assert (await find(db, ctx, None, "grafana")).hits[0].score == pytest.approx(1.0)
 
 
 async def test_results_come_back_in_score_order(db: Database, embedder: Embedder) -> None:
