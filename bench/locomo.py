@@ -27,6 +27,7 @@ and the two fused by plain reciprocal rank (k = 60).
 
     python -m bench.locomo PATH [--split dev|heldout|all] [--via store,mcp]
     python -m bench.locomo PATH --via store --variant base: --variant deep:candidates=100
+    python -m bench.locomo PATH --via store --by-category --by-conversation
 
 Needs the ``bench`` extra (``pip install -e '.[bench]'``).
 """
@@ -533,23 +534,25 @@ async def run(
     if server is not None:
         all_scores += await via_mcp(conversations, *server, args.clients)
     report(all_scores)
+    asked = [(c.sample_id, q) for c in conversations for q in c.questions]
     if args.by_category:
-        for scores in all_scores:
-            print(f"\n{scores.name} by category")
-            for cat in CATEGORIES:
-                sub = Scores(f"  category {cat}")
-                for r, ev, s, q in zip(
-                    scores.ranked, scores.evidence, scores.sessions, _questions(conversations), strict=True
-                ):
-                    if q.category == cat:
-                        sub.ranked.append(r)
-                        sub.evidence.append(ev)
-                        sub.sessions.append(s)
-                print(sub.row())
+        breakdown(all_scores, "category", [f"category {q.category}" for _, q in asked])
+    if args.by_conversation:
+        breakdown(all_scores, "conversation", [sample_id for sample_id, _ in asked])
 
 
-def _questions(conversations: Sequence[Conversation]) -> list[Question]:
-    return [q for c in conversations for q in c.questions]
+def breakdown(all_scores: Sequence[Scores], by: str, groups: Sequence[str]) -> None:
+    """Each system's figures per group of questions (``groups``: each question's group, in order)."""
+    for scores in all_scores:
+        print(f"\n{scores.name} by {by}")
+        for group in sorted(set(groups)):
+            sub = Scores(f"  {group}")
+            for r, ev, s, g in zip(scores.ranked, scores.evidence, scores.sessions, groups, strict=True):
+                if g == group:
+                    sub.ranked.append(r)
+                    sub.evidence.append(ev)
+                    sub.sessions.append(s)
+            print(sub.row())
 
 
 def main() -> None:
@@ -569,6 +572,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent MCP clients saving the turns")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N of the split")
     parser.add_argument("--by-category", action="store_true")
+    parser.add_argument("--by-conversation", action="store_true")
     args = parser.parse_args()
     conversations = select(load_locomo(Path(args.path).expanduser()), args.split, args.conversations)
     if "mcp" in args.via.split(","):

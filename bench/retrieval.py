@@ -43,6 +43,7 @@ from memory_mcp.embedder.client import Embedder, make_embedder
 from memory_mcp.store import memories, profile, search
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import SpaceContext
+from memory_mcp.store.validation import MAX_LIMIT
 
 MODES = ("vector", "fulltext", "hybrid")
 CUTOFFS = (1, 5, 10)
@@ -268,6 +269,66 @@ def summarize(
         seconds = [o.seconds * 1000 for o in outcomes if o.mode == mode]
         print(f"  {mode} search latency: median {median(seconds):.1f} ms, max {max(seconds):.1f} ms")
     return overall
+
+
+async def fusion_ceiling(
+    db: Database,
+    data: Dataset,
+    loaded: Loaded,
+    memory_vectors: dict[str, list[float]],
+    query_vectors: dict[str, list[float]],
+    hybrid: Sequence[QueryOutcome],
+) -> None:
+    """The most recall@10 that any fusion rising with both similarity and full-text share could reach.
+
+    Such a fusion ranks an expected memory below every memory that has at least its similarity and
+    at least its full-text share, so it can reach the top 10 only with fewer than 10 of those.
+    Similarities come from the vectors, shares from a full-text-only search (whose score is the
+    share) of up to ``MAX_LIMIT`` results; a memory beyond a full list counts as reachable, so the
+    figure is an upper bound. Queries without a question count as hybrid search found them.
+    """
+    keys = {memory_id: key for key, memory_id in loaded.ids.items()}
+    vectors = {key: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for key, v in memory_vectors.items()}
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for outcome in hybrid:
+        query = outcome.query
+        if query.text is None or query.key not in query_vectors:
+            by_kind[query.kind].append(outcome.recall(10))
+            continue
+        pool = [
+            m.key
+            for m in data.memories
+            if m.space == query.space
+            and (query.category is None or m.category == query.category)
+            and (query.keyword is None or query.keyword.lower() in m.content.lower())
+        ]
+        q = np.asarray(query_vectors[query.key], dtype=np.float32)
+        q /= np.linalg.norm(q)
+        similarity = {key: float(vectors[key] @ q) for key in pool}
+        found = await search.search_memories(
+            db, loaded.contexts[query.space], query.text, query.keyword, query.category, None, MAX_LIMIT
+        )
+        share = {keys[h.memory.id]: h.score for h in found.hits}
+        complete = len(found.hits) < MAX_LIMIT
+        reachable = 0
+        for key in query.expected:
+            if key not in share and not complete:
+                reachable += 1
+                continue
+            own = share.get(key, 0.0)
+            above = sum(
+                1
+                for other in pool
+                if other != key and similarity[other] > similarity[key] and share.get(other, 0.0) >= own
+            )
+            reachable += above < 10
+        by_kind[query.kind].append(reachable / min(len(query.expected), 10) if query.expected else 1.0)
+    every = [r for rows in by_kind.values() for r in rows]
+    kinds = ", ".join(f"{kind} {np.mean(by_kind[kind]):.3f}" for kind in QUERY_KINDS if by_kind.get(kind))
+    print(
+        "  ceiling of any fusion rising with both similarity and full-text share: "
+        f"recall@10 {np.mean(every):.3f} ({kinds})"
+    )
 
 
 async def profile_tokens(db: Database, loaded: Loaded, budget: int) -> dict[str, int]:
@@ -607,6 +668,9 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
             outcomes = await run_queries(db, data, loaded, query_vectors, params)
             tokens = await profile_tokens(db, loaded, settings.profile_token_budget)
             summarize("Live load: corrections and stale facts both live", outcomes, tokens)
+            await fusion_ceiling(
+                db, data, loaded, memory_vectors, query_vectors, [o for o in outcomes if o.mode == "hybrid"]
+            )
             if args.show_misses:
                 for o in outcomes:
                     if o.mode == "hybrid" and o.recall(10) < 1.0:
