@@ -117,6 +117,20 @@ async def test_the_same_file_twice_is_the_same_document(docs_server: RunningServ
         assert (await http.get("/v1/documents")).json()["pagination"]["total"] == 1
 
 
+async def test_a_text_file_with_an_extension_of_its_own_is_read_as_text(docs_server: RunningServer) -> None:
+    """Debian's README.Debian, a LICENSE.GPL: text files whose "extension" names no format."""
+    key = await writer_key(docs_server)
+    text = "The service keeps its state in /var/lib/ledger.\n\nRestart it with systemctl restart ledger.\n"
+    async with client(docs_server, key) as http:
+        queued = await upload(http, "README.Debian", text.encode())
+        assert queued.status_code == 202, queued.text
+        assert queued.json()["mediaType"] == "text/plain"
+        doc = await finished(http, queued.json()["id"])
+        assert doc["status"] == "done" and "/var/lib/ledger" in doc["content"], doc
+        refused = await upload(http, "page.html", b"<html><body><p>Restart it.</p></body></html>")
+        assert refused.status_code == 415, refused.text
+
+
 def uploads_left(server_dir: Path) -> list[str]:
     folder = server_dir / "uploads"
     return os.listdir(folder) if folder.exists() else []

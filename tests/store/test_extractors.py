@@ -119,6 +119,17 @@ def test_detect_type_text_kinds_by_extension_only_when_the_bytes_are_text() -> N
     assert detect_type(None, b"") is None
 
 
+def test_utf8_text_under_an_unknown_extension_is_plain_text_but_markup_is_not() -> None:
+    for name in ("README.Debian", "LICENSE.GPL", "notes.2024", "CHANGES.v2"):
+        assert detect_type(name, "Änderungen seit 1.2: keine.".encode()) == "text/plain"
+    for name in ("page.html", "page.HTM", "feed.xml", "logo.svg", "letter.rtf", "print.ps"):
+        assert detect_type(name, b"<html><body>plain words</body></html>") is None
+    # Only UTF-8: too many binary formats pass as Windows-1252 under a name that says nothing.
+    assert detect_type("notes.weird", b"caf\xe9 cr\xe8me") is None
+    assert detect_type("blob.bin", bytes(range(256))) is None
+    assert detect_type("empty.weird", b"") is None
+
+
 def test_check_available_names_the_extra_when_a_library_or_program_is_missing(monkeypatch, tmp_path) -> None:
     for media_type in SUPPORTED:
         check_available(media_type)  # everything is installed for the tests

@@ -86,6 +86,10 @@ _TEXT_EXTENSIONS = {
     ".markdown": "text/markdown",
     ".csv": "text/csv",
 }
+# Formats that are text underneath but not prose: read as text, their tags or control words would
+# become the memories. UTF-8 text under any other extension we do not know ("README.Debian",
+# "LICENSE.GPL", "notes.2024") is plain text.
+_MARKUP_EXTENSIONS = frozenset({".html", ".htm", ".xhtml", ".xml", ".svg", ".rtf", ".ps", ".eps"})
 
 # kind -> (module, function): imported on first use, so a server without the extra starts.
 _EXTRACTORS: dict[str, tuple[str, str]] = {
@@ -167,6 +171,8 @@ def detect_type(filename: str | None, head: bytes) -> str | None:
     if not head and not ext:
         return None  # an empty file without a name says nothing about its kind
     media_type = _TEXT_EXTENSIONS.get(ext)
+    if media_type is None and head and ext not in _MARKUP_EXTENSIONS and _is_utf8(head):
+        media_type = "text/plain"
     if media_type is None or not _looks_like_text(head):
         return None
     # Without a name, only UTF-8 counts as text: too many binary formats pass as Windows-1252.
