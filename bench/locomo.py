@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import zipfile
@@ -56,8 +58,11 @@ from bench.common import bench_server, machine, percentile, serve_process, write
 from bench.retrieval import parse_params
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, make_embedder
-from memory_mcp.store import memories, search
+from memory_mcp.store import documents as docs
+from memory_mcp.store import extractors, memories, pipeline, search
 from memory_mcp.store.db import Database
+from memory_mcp.store.documents import Contents
+from memory_mcp.store.extractors.base import no_progress
 
 DEV = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 CATEGORIES = (1, 2, 3, 4)
@@ -269,6 +274,25 @@ async def embed_passages(embedder: Embedder, texts: Sequence[str]) -> list[list[
     return out
 
 
+async def documents_of(embedder: Embedder, paths: Sequence[Path]) -> list[Contents]:
+    """Files as the document pipeline makes them (extracted, chunked, summarised), with vectors."""
+    out = []
+    for path in paths:
+        media_type = extractors.detect_type(path.name, path.read_bytes()[:8192])
+        if media_type is None:
+            raise SystemExit(f"{path}: not a type Memory-MCP reads")
+        extracted = extractors.extract(
+            path, media_type, language=None, progress=no_progress, model_dir=Path(tempfile.gettempdir())
+        )
+        contents = pipeline.prepare(extracted, file_name=path.name)
+        vectors = await embed_passages(embedder, [piece.text for piece in contents.pieces])
+        out.append(dataclasses.replace(contents, vectors=vectors))
+    if out:
+        pieces = sum(len(c.pieces) for c in out)
+        print(f"documents: {len(out)} files, {pieces} pieces, added to every space for the second pass")
+    return out
+
+
 async def via_store(
     conversations: Sequence[Conversation],
     embedder: Embedder,
@@ -276,9 +300,13 @@ async def via_store(
     query_vectors: dict[str, np.ndarray],
     settings: Settings,
     variants: Sequence[tuple[str, search.SearchParams]],
+    documents: Sequence[Contents] = (),
 ) -> list[Scores]:
+    """Every turn saved through the store, every question searched; with ``documents``, the
+    questions are asked again once those documents are in every conversation's space too."""
     enc = tokenizer()
-    results = [Scores(f"store: {name}") for name, _ in variants]
+    passes = ["", " + documents"] if documents else [""]
+    results = [Scores(f"store: {name}{suffix}") for suffix in passes for name, _ in variants]
     save_latencies: list[float] = []
     with bench_server() as server:
         bench_db = server.database("locomo")
@@ -301,22 +329,30 @@ async def via_store(
                     save_latencies.append(time.perf_counter() - started)
                     by_memory.setdefault(saved.memory.id, turn.dia_id)
                 sessions = {t.dia_id: t.session for t in conv.turns}
-                for q in conv.questions:
-                    for scores, (_, params) in zip(results, variants, strict=True):
-                        started = time.perf_counter()
-                        found = await search.search_memories(
-                            db,
-                            ctx,
-                            q.text,
-                            query_embedding=query_vectors[q.text].tolist(),
-                            limit=K,
-                            params=params,
-                        )
-                        scores.latencies.append(time.perf_counter() - started)
-                        scores.add([by_memory[h.memory.id] for h in found.hits], q, sessions)
-                        scores.memory_tokens.append(
-                            sum(len(enc.encode(h.memory.content)) for h in found.hits)
-                        )
+                for n, _ in enumerate(passes):
+                    if n == 1:
+                        for contents in documents:
+                            await docs.save_text(db, ctx, None, contents)
+                    for scores, (_, params) in zip(
+                        results[n * len(variants) : (n + 1) * len(variants)], variants, strict=True
+                    ):
+                        for q in conv.questions:
+                            started = time.perf_counter()
+                            found = await search.search_memories(
+                                db,
+                                ctx,
+                                q.text,
+                                query_embedding=query_vectors[q.text].tolist(),
+                                limit=K,
+                                params=params,
+                            )
+                            scores.latencies.append(time.perf_counter() - started)
+                            scores.add(
+                                [by_memory.get(h.memory.id, "document") for h in found.hits], q, sessions
+                            )
+                            scores.memory_tokens.append(
+                                sum(len(enc.encode(h.memory.content)) for h in found.hits)
+                            )
         finally:
             await db.close()
     print(
@@ -526,8 +562,9 @@ async def run(
             variants = [parse_variant(v, settings) for v in args.variant] or [
                 ("default", parse_params([], settings))
             ]
+            documents = await documents_of(embedder, args.documents)
             all_scores += await via_store(
-                conversations, embedder, turn_vectors, query_vectors, settings, variants
+                conversations, embedder, turn_vectors, query_vectors, settings, variants, documents
             )
     finally:
         await embedder.aclose()
@@ -573,6 +610,14 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=0, help="only the first N of the split")
     parser.add_argument("--by-category", action="store_true")
     parser.add_argument("--by-conversation", action="store_true")
+    parser.add_argument(
+        "--documents",
+        nargs="+",
+        type=lambda p: Path(p).expanduser(),
+        default=[],
+        metavar="FILE",
+        help="files (PDF, text, ...) added to every conversation's space for a second pass through the store",
+    )
     args = parser.parse_args()
     conversations = select(load_locomo(Path(args.path).expanduser()), args.split, args.conversations)
     if "mcp" in args.via.split(","):
