@@ -28,6 +28,7 @@ and the two fused by plain reciprocal rank (k = 60).
     python -m bench.locomo PATH [--split dev|heldout|all] [--via store,mcp]
     python -m bench.locomo PATH --via store --variant base: --variant deep:candidates=100
     python -m bench.locomo PATH --via store --by-category --by-conversation
+    python -m bench.locomo PATH --via store --documents manual.pdf README   # beside real documents
 
 Needs the ``bench`` extra (``pip install -e '.[bench]'``).
 """
