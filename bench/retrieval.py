@@ -281,8 +281,8 @@ async def fusion_ceiling(
 ) -> None:
     """The most recall@10 that any fusion rising with both similarity and full-text share could reach.
 
-    Such a fusion ranks an expected memory below every memory that has at least its similarity and
-    at least its full-text share, so it can reach the top 10 only with fewer than 10 of those.
+    Such a fusion ranks an expected memory below every memory that has a higher similarity and at
+    least its full-text share, so it can reach the top 10 only with fewer than 10 of those.
     Similarities come from the vectors, shares from a full-text-only search (whose score is the
     share) of up to ``MAX_LIMIT`` results; a memory beyond a full list counts as reachable, so the
     figure is an upper bound. Queries without a question count as hybrid search found them.
