@@ -51,20 +51,13 @@ async def build_profile(
     and each line is counted with its overhead, so the profile never costs more than the budget.
     """
     async with db.transaction([ctx.space.id]) as conn:
+        candidates = f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} AND {_SAVED}"
         stable_rows = await conn.execute(
-            text(
-                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} AND {_SAVED} "
-                "ORDER BY m.recall_count DESC, m.created_at ASC LIMIT 50"
-            ),
-            {"s": ctx.space.id},
+            text(f"{candidates} ORDER BY m.recall_count DESC, m.created_at ASC LIMIT 50"), {"s": ctx.space.id}
         )
         stable_candidates = [memory_from_row(r) for r in stable_rows]
         recent_rows = await conn.execute(
-            text(
-                f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} AND {_SAVED} "
-                "ORDER BY m.created_at DESC LIMIT 50"
-            ),
-            {"s": ctx.space.id},
+            text(f"{candidates} ORDER BY m.created_at DESC LIMIT 50"), {"s": ctx.space.id}
         )
         recent_candidates = [memory_from_row(r) for r in recent_rows]
 

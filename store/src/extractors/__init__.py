@@ -168,15 +168,14 @@ def detect_type(filename: str | None, head: bytes) -> str | None:
         if b"word/" in head or (b"[Content_Types].xml" in head and ext == ".docx"):
             return DOCX
         return None
-    if not head and not ext:
-        return None  # an empty file without a name says nothing about its kind
-    media_type = _TEXT_EXTENSIONS.get(ext)
-    if media_type is None and head and ext not in _MARKUP_EXTENSIONS and _is_utf8(head):
-        media_type = "text/plain"
+    media_type = _TEXT_EXTENSIONS.get(ext) if ext else None
+    if media_type is None and ext not in _MARKUP_EXTENSIONS:
+        # No name, or one that says nothing of the kind ("README.Debian"): only UTF-8 counts as
+        # text, as too many binary formats pass as Windows-1252; an empty file is no kind at all.
+        media_type = "text/plain" if head and _is_utf8(head) else None
     if media_type is None or not _looks_like_text(head):
         return None
-    # Without a name, only UTF-8 counts as text: too many binary formats pass as Windows-1252.
-    return media_type if ext or _is_utf8(head) else None
+    return media_type
 
 
 def _is_utf8(head: bytes) -> bool:
