@@ -64,6 +64,7 @@ from memory_mcp.store import extractors, memories, pipeline, search
 from memory_mcp.store.db import Database
 from memory_mcp.store.documents import Contents
 from memory_mcp.store.extractors.base import no_progress
+from memory_mcp.store.models import SpaceContext
 
 DEV = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 CATEGORIES = (1, 2, 3, 4)
@@ -279,7 +280,8 @@ async def documents_of(embedder: Embedder, paths: Sequence[Path]) -> list[Conten
     """Files as the document pipeline makes them (extracted, chunked, summarised), with vectors."""
     out = []
     for path in paths:
-        media_type = extractors.detect_type(path.name, path.read_bytes()[:8192])
+        with path.open("rb") as file:
+            media_type = extractors.detect_type(path.name, file.read(extractors.HEAD_BYTES))
         if media_type is None:
             raise SystemExit(f"{path}: not a type Memory-MCP reads")
         extracted = extractors.extract(
@@ -306,8 +308,9 @@ async def via_store(
     """Every turn saved through the store, every question searched; with ``documents``, the
     questions are asked again once those documents are in every conversation's space too."""
     enc = tokenizer()
-    passes = ["", " + documents"] if documents else [""]
-    results = [Scores(f"store: {name}{suffix}") for suffix in passes for name, _ in variants]
+    passes = [[Scores(f"store: {name}") for name, _ in variants]]
+    if documents:
+        passes.append([Scores(f"store: {name} + documents") for name, _ in variants])
     save_latencies: list[float] = []
     with bench_server() as server:
         bench_db = server.database("locomo")
@@ -329,38 +332,41 @@ async def via_store(
                     )
                     save_latencies.append(time.perf_counter() - started)
                     by_memory.setdefault(saved.memory.id, turn.dia_id)
-                sessions = {t.dia_id: t.session for t in conv.turns}
-                for n, _ in enumerate(passes):
-                    if n == 1:
+                for n, pass_scores in enumerate(passes):
+                    if n:  # the second pass: the documents join the space first
                         for contents in documents:
                             await docs.save_text(db, ctx, None, contents)
-                    for scores, (_, params) in zip(
-                        results[n * len(variants) : (n + 1) * len(variants)], variants, strict=True
-                    ):
-                        for q in conv.questions:
-                            started = time.perf_counter()
-                            found = await search.search_memories(
-                                db,
-                                ctx,
-                                q.text,
-                                query_embedding=query_vectors[q.text].tolist(),
-                                limit=K,
-                                params=params,
-                            )
-                            scores.latencies.append(time.perf_counter() - started)
-                            scores.add(
-                                [by_memory.get(h.memory.id, "document") for h in found.hits], q, sessions
-                            )
-                            scores.memory_tokens.append(
-                                sum(len(enc.encode(h.memory.content)) for h in found.hits)
-                            )
+                    for scores, (_, params) in zip(pass_scores, variants, strict=True):
+                        await ask(db, ctx, conv, query_vectors, params, by_memory, scores, enc)
         finally:
             await db.close()
     print(
         f"store saves: {len(save_latencies)}, p50 {statistics.median(save_latencies) * 1000:.1f} ms, "
         f"p95 {percentile(save_latencies, 95) * 1000:.1f} ms"
     )
-    return results
+    return [scores for pass_scores in passes for scores in pass_scores]
+
+
+async def ask(
+    db: Database,
+    ctx: SpaceContext,
+    conv: Conversation,
+    query_vectors: dict[str, np.ndarray],
+    params: search.SearchParams,
+    by_memory: dict[uuid.UUID, str],
+    scores: Scores,
+    enc: Any,
+) -> None:
+    """Every question of ``conv`` searched through the store; a hit that is no turn counts as a miss."""
+    sessions = {t.dia_id: t.session for t in conv.turns}
+    for q in conv.questions:
+        started = time.perf_counter()
+        found = await search.search_memories(
+            db, ctx, q.text, query_embedding=query_vectors[q.text].tolist(), limit=K, params=params
+        )
+        scores.latencies.append(time.perf_counter() - started)
+        scores.add([by_memory.get(h.memory.id, "document") for h in found.hits], q, sessions)
+        scores.memory_tokens.append(sum(len(enc.encode(h.memory.content)) for h in found.hits))
 
 
 # ---------------------------------------------------------------------------------------------
