@@ -23,6 +23,8 @@ from .secrets import SecretStore, SecretStoreError, StoredKey
 from .specs import ApiKeySpec, SpaceSpec, UserSpec
 
 DEFAULT_ACTOR = "operator"
+# How often one ApiKey reconcile reads and writes again when the key's row goes between the two.
+_KEY_ATTEMPTS = 3
 
 
 # How a column of `spaces` is named in a Space manifest, where that is not its camelCase.
@@ -294,10 +296,9 @@ class _KeyRun:
         self.changes.append(f"restored the key from Secret {self.spec.secret_ref}; the database had lost it")
         await self.rotate_if_asked(stored.rotation_generation)
 
-    async def update(self, grants_before: Mapping[str, str], stored: StoredKey | None) -> None:
+    async def update(self, stored: StoredKey | None) -> None:
         wanted = {g.space: g.access.value for g in self.spec.grants}
-        settings_before = await apikeys.key_settings(self.db, self.name) or {}
-        if await apikeys.update_key(
+        done = await apikeys.update_key(
             self.db,
             self.name,
             self.spec.grants,
@@ -305,14 +306,13 @@ class _KeyRun:
             self.spec.expires_at,
             self.actor,
             rate_limit=self.spec.rate_limit,
-        ):
-            if dict(grants_before) != wanted:
-                self.changes.append(
-                    f"set grants to {_grants_text(wanted)} (were {_grants_text(grants_before)})"
-                )
-            settings_after = await apikeys.key_settings(self.db, self.name) or {}
-            if settings_after != settings_before:
-                self.changes.append(f"set {_differences(settings_before, settings_after, {})}")
+        )
+        if done.grants_before is not None:
+            self.changes.append(
+                f"set grants to {_grants_text(wanted)} (were {_grants_text(done.grants_before)})"
+            )
+        if done.settings_after != done.settings_before:
+            self.changes.append(f"set {_differences(done.settings_before, done.settings_after, {})}")
         if stored is not None:
             self.generation, self.generated_at = stored.rotation_generation, stored.generated_at
             if not await self.rotate_if_asked(stored.rotation_generation) and await apikeys.set_key_secret(
@@ -373,41 +373,46 @@ async def reconcile_apikey(
     missing = await spaces.missing_spaces(db, [g.space for g in wanted.grants])
     if missing:
         return _space_not_found(missing)
-    try:
-        stored = await secrets.read(wanted.secret_ref)
-        if stored is not None and keys.prefix_of(stored.plaintext) is None:
-            stored = None  # not one of our keys (edited by hand): treat the key as lost
-        existing = await apikeys.get_key(db, name)
-        run = _KeyRun(db, name, wanted, secrets, actor)
-        if existing is None:
-            await run.create(stored)
-        elif existing[0].user_id != user.id:
+    run = _KeyRun(db, name, wanted, secrets, actor)  # one across attempts: it keeps every change made
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            stored = await secrets.read(wanted.secret_ref)
+            if stored is not None and keys.prefix_of(stored.plaintext) is None:
+                stored = None  # not one of our keys (edited by hand): treat the key as lost
+            existing = await apikeys.get_key(db, name)
+            if existing is None:
+                await run.create(stored)
+            elif existing[0].user_id != user.id:
+                return Outcome(
+                    False,
+                    CONFLICT,
+                    f"An API key named '{name}' already exists for another user; the user of a key "
+                    "cannot change, so delete that key or choose another name.",
+                )
+            else:
+                await run.update(stored)
+        except SecretStoreError as exc:
+            return Outcome(False, exc.reason, exc.message, retry=True)
+        except SpaceNotFound as exc:  # detached between the check above and the write
+            return _space_not_found([exc.key])
+        except NotFound as exc:  # the user or the key's row was removed while this ran
+            if exc.what == "user":
+                return Outcome(
+                    False,
+                    USER_NOT_FOUND,
+                    f"User '{exc.ident}' does not exist; declare it and this key follows.",
+                    retry=True,
+                )
+            if attempt < _KEY_ATTEMPTS:
+                continue  # the row went between our read and our write: read again and restore it
             return Outcome(
-                False,
-                CONFLICT,
-                f"An API key named '{name}' already exists for another user; the user of a key "
-                "cannot change, so delete that key or choose another name.",
+                False, CONFLICT, f"Key '{name}' was removed while it was reconciled; retrying.", retry=True
             )
-        else:
-            await run.update(existing[1], stored)
-    except SecretStoreError as exc:
-        return Outcome(False, exc.reason, exc.message, retry=True)
-    except SpaceNotFound as exc:  # detached between the check above and the write
-        return _space_not_found([exc.key])
-    except NotFound as exc:  # the user or the key's row was removed while this ran (a user deletion)
-        if exc.what == "user":
-            return Outcome(
-                False,
-                USER_NOT_FOUND,
-                f"User '{exc.ident}' does not exist; declare it and this key follows.",
-                retry=True,
-            )
-        return Outcome(
-            False, CONFLICT, f"Key '{name}' was removed while it was reconciled; retrying.", retry=True
-        )
-    except ValidationError as exc:
-        return Outcome.invalid(exc)
-    return await _key_outcome(db, name, wanted, user, run)
+        except ValidationError as exc:
+            return Outcome.invalid(exc)
+        return await _key_outcome(db, name, wanted, user, run)
 
 
 def _space_not_found(missing: list[str]) -> Outcome:

@@ -155,6 +155,24 @@ async def _grants_of(conn: AsyncConnection, key_id: uuid.UUID) -> dict[str, str]
     return {r.key: r.access for r in rows}
 
 
+async def _settings_of(conn: AsyncConnection, key_id: uuid.UUID) -> dict[str, str | None]:
+    """What a manifest declares of a key besides its grants, as it is stored (to report changes)."""
+    row = (
+        await conn.execute(
+            text(
+                "SELECT s.key AS default_space, k.expires_at, k.rate_per_minute, k.rate_burst "
+                "FROM api_keys k LEFT JOIN spaces s ON s.id = k.default_space_id WHERE k.id = :k"
+            ),
+            {"k": key_id},
+        )
+    ).one()
+    return {
+        "defaultSpace": row.default_space,
+        "expiresAt": row.expires_at.isoformat() if row.expires_at else None,
+        "rateLimit": f"{row.rate_per_minute}/min, burst {row.rate_burst}" if row.rate_per_minute else None,
+    }
+
+
 async def _write_grants(
     conn: AsyncConnection, key_id: uuid.UUID, grants: Sequence[GrantSpec], ids: dict[str, uuid.UUID]
 ) -> None:
@@ -166,6 +184,19 @@ async def _write_grants(
         )
 
 
+@dataclass(frozen=True)
+class KeyUpdate:
+    """What :func:`update_key` found under the key row's lock, and what it left there.
+
+    Read inside the writing transaction, so a report built from it names what this write
+    changed, even when the row was edited by hand a moment before.
+    """
+
+    grants_before: dict[str, str] | None  # the grants it replaced; None when they were as wanted
+    settings_before: dict[str, str | None]
+    settings_after: dict[str, str | None]
+
+
 async def update_key(
     db: Database,
     name: str,
@@ -174,9 +205,8 @@ async def update_key(
     expires_at: datetime | None = None,
     actor: str = "system",
     rate_limit: RateLimit | None = None,
-) -> bool:
-    """Make a key's grants, default space, expiry and rate limit exactly as given; returns True if
-    anything changed."""
+) -> KeyUpdate:
+    """Make a key's grants, default space, expiry and rate limit exactly as given."""
     _check_grants(grants, default_space)
     async with db.transaction() as conn:
         row = (
@@ -188,13 +218,12 @@ async def update_key(
         current = await _grants_of(conn, row.id)
         wanted = {g.space: g.access.value for g in grants}
         default_id = ids[default_space] if default_space else None
-        changed = False
+        settings_before = settings_after = await _settings_of(conn, row.id)
         if current != wanted:
             await _write_grants(conn, row.id, grants, ids)
             await record(
                 conn, actor, "key.grants_changed", "api_key", name, details={"from": current, "to": wanted}
             )
-            changed = True
         rate = rate_limit.requests_per_minute if rate_limit else None
         burst = rate_limit.burst if rate_limit else None
         if (
@@ -209,8 +238,8 @@ async def update_key(
                 ),
                 {"d": default_id, "e": expires_at, "rate": rate, "burst": burst, "k": row.id},
             )
-            changed = True
-    return changed
+            settings_after = await _settings_of(conn, row.id)
+    return KeyUpdate(current if current != wanted else None, settings_before, settings_after)
 
 
 async def rotate_key(db: Database, name: str, actor: str = "system") -> str:
@@ -268,28 +297,6 @@ async def get_key(db: Database, name: str) -> tuple[ApiKey, dict[str, str]] | No
             return None
         grants = await _grants_of(conn, row.id)
     return key_from_row(row), grants
-
-
-async def key_settings(db: Database, name: str) -> dict[str, str | None] | None:
-    """What a manifest declares of a key besides its grants, as it is stored (to report changes)."""
-    async with db.transaction() as conn:
-        row = (
-            await conn.execute(
-                text(
-                    "SELECT s.key AS default_space, k.expires_at, k.rate_per_minute, k.rate_burst "
-                    "FROM api_keys k "
-                    "LEFT JOIN spaces s ON s.id = k.default_space_id WHERE k.name = :n"
-                ),
-                {"n": name},
-            )
-        ).first()
-    if row is None:
-        return None
-    return {
-        "defaultSpace": row.default_space,
-        "expiresAt": row.expires_at.isoformat() if row.expires_at else None,
-        "rateLimit": f"{row.rate_per_minute}/min, burst {row.rate_burst}" if row.rate_per_minute else None,
-    }
 
 
 async def set_key_secret(

@@ -6,9 +6,11 @@ Secret store is exercised through the real operator in test_operator_*.py.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from memory_mcp.apply import MemoryKeyStore
 from memory_mcp.operator.reconcile import (
@@ -23,7 +25,7 @@ from memory_mcp.operator.secrets import SecretRef
 from memory_mcp.store import apikeys, identity, memories, spaces, users
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
-from tests.operator.support import USER, key_spec
+from tests.operator.support import USER, eventually, key_spec
 
 SPACE = {"displayName": "Team Alpha", "description": "What team alpha knows", "deletionPolicy": "Retain"}
 
@@ -112,6 +114,53 @@ async def test_a_lost_row_is_restored_from_the_stored_key(db: Database) -> None:
     repaired = await reconcile_apikey(db, "k", key_spec(), store)
     assert repaired.new_key is None
     assert repaired.changes == ("restored the key from Secret agents/ada-key; the database had lost it",)
+    assert (await identity.authenticate(db, key)).key.name == "k"
+
+
+async def _someone_waits_for_a_lock(db: Database) -> bool:
+    async with db.transaction() as conn:
+        return bool((await conn.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted"))).scalar())
+
+
+async def _edit_while_a_reconcile_waits(db: Database, store: MemoryKeyStore, edit: str) -> Any:
+    """Run a reconcile of key 'k' that reads the row, then has to wait for a hand-made transaction
+    holding the row; that transaction runs ``edit`` and commits, and the reconcile goes on."""
+    async with db.transaction() as conn:
+        await conn.execute(text("SELECT 1 FROM api_keys WHERE name = 'k' FOR UPDATE"))
+        resync = asyncio.create_task(reconcile_apikey(db, "k", key_spec(), store))
+        await eventually(lambda: _someone_waits_for_a_lock(db), what="the reconcile waiting for the row")
+        await conn.execute(text(edit))
+    return await resync
+
+
+async def test_grants_added_by_hand_as_a_reconcile_reads_are_named_in_its_report(db: Database) -> None:
+    await declare_basics(db)
+    await reconcile_space(db, "secret-plans", {"displayName": "Secret plans"})
+    store = MemoryKeyStore()
+    key = (await reconcile_apikey(db, "k", key_spec(), store)).new_key
+    assert key is not None
+    outcome = await _edit_while_a_reconcile_waits(
+        db,
+        store,
+        "INSERT INTO key_grants (key_id, space_id, access) SELECT k.id, s.id, 'ReadWrite' "
+        "FROM api_keys k, spaces s WHERE k.name = 'k' AND s.key = 'secret-plans'",
+    )
+    assert outcome.ready
+    assert outcome.changes == (
+        "set grants to alpha=ReadWrite (were alpha=ReadWrite, secret-plans=ReadWrite)",
+    )
+    caller = await identity.authenticate(db, key)
+    assert {g.space.key: g.access.value for g in caller.grants} == {"alpha": "ReadWrite"}
+
+
+async def test_a_row_deleted_as_a_reconcile_reads_it_is_restored_in_that_reconcile(db: Database) -> None:
+    await declare_basics(db)
+    store = MemoryKeyStore()
+    key = (await reconcile_apikey(db, "k", key_spec(), store)).new_key
+    assert key is not None
+    outcome = await _edit_while_a_reconcile_waits(db, store, "DELETE FROM api_keys WHERE name = 'k'")
+    assert (outcome.ready, outcome.reason) == (True, "Reconciled")
+    assert outcome.changes == ("restored the key from Secret agents/ada-key; the database had lost it",)
     assert (await identity.authenticate(db, key)).key.name == "k"
 
 
