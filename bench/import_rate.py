@@ -87,7 +87,7 @@ async def run(args: argparse.Namespace, app_url: str) -> None:
             embed_s += time.perf_counter() - started
 
     try:
-        space, _ = await spaces.upsert_space(db, "bench", "Bench")
+        space = (await spaces.upsert_space(db, "bench", "Bench")).space
         await embedder.embed(["warm up the model"])
         lines = export_lines(args.count)
         started = time.perf_counter()

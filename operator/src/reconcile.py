@@ -84,8 +84,7 @@ async def reconcile_space(
         return Outcome.invalid(exc)
     if refused := await _managed_by_cli(db, "space", name):
         return refused
-    before = await spaces.space_settings(db, name)  # None: new, or detached and about to be restored
-    _, changed = await spaces.upsert_space(
+    upserted = await spaces.upsert_space(
         db,
         name,
         wanted.display_name,
@@ -100,15 +99,14 @@ async def reconcile_space(
     counts = await spaces.space_counts(db, name)
     memories, documents = counts or (0, 0)
     changes: tuple[str, ...] = ()
-    if changed and before is not None:
-        settings_after = await spaces.space_settings(db, name) or {}
-        changes = (f"updated space '{name}': {_differences(before, settings_after, _SPACE_FIELDS)}",)
-    elif changed and (memories or documents):
+    if upserted.changed and upserted.before is not None:
+        changes = (f"updated space '{name}': {_differences(upserted.before, upserted.after, _SPACE_FIELDS)}",)
+    elif upserted.changed and (memories or documents):
         changes = (
             f"restored retained space '{name}' with {_plural(memories, 'memory')} "
             f"and {_plural(documents, 'document')}",
         )
-    elif changed:
+    elif upserted.changed:
         changes = (f"created space '{name}'",)
     return Outcome(
         True,
@@ -197,19 +195,19 @@ async def reconcile_user(
         return Outcome.invalid(exc)
     if refused := await _managed_by_cli(db, "user", name):
         return refused
-    before = await users.get_user(db, name)
     try:
-        user, _ = await users.upsert_user(
+        upserted = await users.upsert_user(
             db, name, wanted.email, wanted.display_name, wanted.role, wanted.active, actor=actor
         )
     except Conflict as exc:
         return Outcome(False, CONFLICT, f"{exc}; give each User its own email address.")
+    user = upserted.user
     state = f"active as {user.role.value}" if user.active else "deactivated: none of their keys work"
     return Outcome(
         True,
         RECONCILED,
         f"User '{name}' is {state}.",
-        _user_changes(before, user),
+        _user_changes(upserted.before, user),
         status={"userId": str(user.id)},
     )
 

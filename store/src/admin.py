@@ -74,10 +74,10 @@ async def create_space(
         raise ManagedElsewhere("space", key, owner)
     if owner is Owner.CLI and await spaces.get_space(db, key) is not None:
         raise Conflict(f"space '{key}' already exists")
-    space, _ = await spaces.upsert_space(
+    upserted = await spaces.upsert_space(
         db, key, display_name or key, description, deletion_policy, actor=ACTOR, managed_by=Owner.CLI
     )
-    return space, owner is not None
+    return upserted.space, owner is not None
 
 
 async def list_spaces(db: Database) -> list[SpaceRow]:
@@ -137,10 +137,10 @@ async def create_user(db: Database, name: str, email: str, role: str, display_na
         raise ManagedElsewhere("user", name, owner)
     if owner is not None:
         raise Conflict(f"user '{name}' already exists")
-    user, _ = await users.upsert_user(
+    upserted = await users.upsert_user(
         db, name, email, display_name or name, role, actor=ACTOR, managed_by=Owner.CLI
     )
-    return user
+    return upserted.user
 
 
 async def list_users(db: Database) -> list[UserRow]:
@@ -163,10 +163,10 @@ async def set_user_active(db: Database, name: str, active: bool) -> bool:
     user = await users.get_user(db, name)
     if user is None:
         raise NotFound("user", name)
-    _, changed = await users.upsert_user(
+    upserted = await users.upsert_user(
         db, name, user.email, user.display_name, user.role, active, actor=ACTOR, managed_by=Owner.CLI
     )
-    return changed
+    return upserted.changed
 
 
 # --- keys ---------------------------------------------------------------------------------------

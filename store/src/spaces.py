@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -22,6 +23,28 @@ def _space(row: Any) -> Space:
     )
 
 
+# Columns of `spaces` that no declaration sets.
+_NOT_DECLARED = frozenset({"id", "key", "created_at", "updated_at", "detached_at"})
+
+
+def _settings(row: Any) -> dict[str, Any]:
+    return {column: value for column, value in row._mapping.items() if column not in _NOT_DECLARED}
+
+
+@dataclass(frozen=True)
+class SpaceUpsert:
+    """What :func:`upsert_space` left, and the declared settings it found under the row's lock.
+
+    Read inside the writing transaction, so a report built from it names what this write changed,
+    even when the row was edited or deleted by hand a moment before.
+    """
+
+    space: Space
+    changed: bool
+    before: dict[str, Any] | None  # None: the space was created, or a detached one restored
+    after: dict[str, Any]
+
+
 async def upsert_space(
     db: Database,
     key: str,
@@ -34,8 +57,8 @@ async def upsert_space(
     write_policy: str = "Direct",
     max_bytes: int | None = None,
     managed_by: str = "manifest",
-) -> tuple[Space, bool]:
-    """Create or update a space (re-attaching a retained one); returns (space, changed).
+) -> SpaceUpsert:
+    """Create or update a space (re-attaching a retained one).
 
     ``managed_by`` is recorded when the space is created (see :mod:`.ownership`)."""
     validation.space_key(key)
@@ -78,10 +101,10 @@ async def upsert_space(
                 )
             ).one()
             await record(conn, actor, "space.created", "space", key, space_id=row.id)
-            return _space(row), True
-        unchanged = before.detached_at is None and all(getattr(before, k) == v for k, v in values.items())
-        if unchanged:
-            return _space(before), False
+            return SpaceUpsert(_space(row), True, None, _settings(row))
+        settings = None if before.detached_at is not None else _settings(before)
+        if settings is not None and all(getattr(before, k) == v for k, v in values.items()):
+            return SpaceUpsert(_space(before), False, settings, settings)
         row = (
             await conn.execute(
                 text(
@@ -96,7 +119,7 @@ async def upsert_space(
         ).one()
         action = "space.restored" if before.detached_at is not None else "space.updated"
         await record(conn, actor, action, "space", key, space_id=row.id)
-        return _space(row), True
+        return SpaceUpsert(_space(row), True, settings, _settings(row))
 
 
 async def get_space(db: Database, key: str) -> Space | None:
@@ -111,9 +134,6 @@ async def get_space(db: Database, key: str) -> Space | None:
 
 
 # Columns that are bookkeeping, not something a Space declares.
-_NOT_DECLARED = frozenset({"id", "key", "created_at", "updated_at", "detached_at"})
-
-
 async def space_settings(db: Database, key: str) -> dict[str, Any] | None:
     """Every declared setting of an attached space as stored, by column (to report what a change
     changed); None when the space is absent or detached."""
@@ -123,9 +143,7 @@ async def space_settings(db: Database, key: str) -> dict[str, Any] | None:
                 text("SELECT * FROM spaces WHERE key = :key AND detached_at IS NULL"), {"key": key}
             )
         ).first()
-    if row is None:
-        return None
-    return {column: value for column, value in row._mapping.items() if column not in _NOT_DECLARED}
+    return None if row is None else _settings(row)
 
 
 async def delete_space(db: Database, key: str, actor: str = "system") -> str | None:

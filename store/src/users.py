@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -20,6 +21,19 @@ def _user(row: Any) -> User:
     return User(row.id, row.name, row.email, row.display_name, Role(row.role), row.active)
 
 
+@dataclass(frozen=True)
+class UserUpsert:
+    """What :func:`upsert_user` left, and the user as it found them under the row's lock (None:
+    created), so a report names what this write changed even after an edit by hand."""
+
+    user: User
+    before: User | None
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.user
+
+
 async def upsert_user(
     db: Database,
     name: str,
@@ -29,8 +43,8 @@ async def upsert_user(
     active: bool = True,
     actor: str = "system",
     managed_by: str = "manifest",
-) -> tuple[User, bool]:
-    """Create or update a user; returns (user, changed). Deactivation stops all their keys.
+) -> UserUpsert:
+    """Create or update a user. Deactivation stops all their keys.
 
     ``managed_by`` is recorded when the user is created (see :mod:`.ownership`)."""
     values = {
@@ -60,9 +74,9 @@ async def upsert_user(
                 )
             ).one()
             await record(conn, actor, "user.created", "user", name, details={"role": row.role})
-            return _user(row), True
+            return UserUpsert(_user(row), None)
         if all(getattr(before, k) == v for k, v in values.items()):
-            return _user(before), False
+            return UserUpsert(_user(before), _user(before))
         row = (
             await conn.execute(
                 text(
@@ -78,7 +92,7 @@ async def upsert_user(
             await record(
                 conn, actor, "user.role_changed", "user", name, details={"from": before.role, "to": row.role}
             )
-        return _user(row), True
+        return UserUpsert(_user(row), _user(before))
 
 
 async def get_user(db: Database, name: str) -> User | None:

@@ -7,12 +7,14 @@ Secret store is exercised through the real operator in test_operator_*.py.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from memory_mcp.apply import MemoryKeyStore
+from memory_mcp.operator.outcome import Outcome
 from memory_mcp.operator.reconcile import (
     reconcile_apikey,
     reconcile_space,
@@ -122,15 +124,52 @@ async def _someone_waits_for_a_lock(db: Database) -> bool:
         return bool((await conn.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted"))).scalar())
 
 
-async def _edit_while_a_reconcile_waits(db: Database, store: MemoryKeyStore, edit: str) -> Any:
-    """Run a reconcile of key 'k' that reads the row, then has to wait for a hand-made transaction
-    holding the row; that transaction runs ``edit`` and commits, and the reconcile goes on."""
+async def _edit_while_a_reconcile_waits(
+    db: Database, row: str, reconcile: Callable[[], Awaitable[Outcome]], edit: str
+) -> Outcome:
+    """Run ``reconcile`` while a hand-made transaction holds ``row`` (a ``SELECT ... FOR UPDATE``):
+    the reconcile reads, then waits for the row; the transaction runs ``edit`` and commits, and the
+    reconcile goes on."""
     async with db.transaction() as conn:
-        await conn.execute(text("SELECT 1 FROM api_keys WHERE name = 'k' FOR UPDATE"))
-        resync = asyncio.create_task(reconcile_apikey(db, "k", key_spec(), store))
+        await conn.execute(text(row))
+        task = asyncio.create_task(reconcile())
         await eventually(lambda: _someone_waits_for_a_lock(db), what="the reconcile waiting for the row")
         await conn.execute(text(edit))
-    return await resync
+    return await task
+
+
+async def test_a_user_edited_by_hand_as_a_reconcile_reads_is_named_in_its_report(db: Database) -> None:
+    deactivated = {**USER, "active": False}
+    assert (await reconcile_user(db, "ada", deactivated)).ready
+    outcome = await _edit_while_a_reconcile_waits(
+        db,
+        "SELECT 1 FROM users WHERE name = 'ada' FOR UPDATE",
+        lambda: reconcile_user(db, "ada", deactivated),
+        "UPDATE users SET active = true WHERE name = 'ada'",
+    )
+    assert outcome.changes == ("deactivated user 'ada': none of their keys work any more",)
+    user = await users.get_user(db, "ada")
+    assert user is not None and not user.active
+
+
+async def test_a_space_edited_by_hand_as_a_reconcile_reads_is_named_in_its_report(db: Database) -> None:
+    await declare_basics(db)
+    outcome = await _edit_while_a_reconcile_waits(
+        db,
+        "SELECT 1 FROM spaces WHERE key = 'alpha' FOR UPDATE",
+        lambda: reconcile_space(db, "alpha", SPACE),
+        "UPDATE spaces SET display_name = 'Hijacked' WHERE key = 'alpha'",
+    )
+    assert outcome.changes == ("updated space 'alpha': displayName 'Hijacked' -> 'Team Alpha'",)
+
+
+def _key_race(db: Database, store: MemoryKeyStore, edit: str) -> Awaitable[Outcome]:
+    return _edit_while_a_reconcile_waits(
+        db,
+        "SELECT 1 FROM api_keys WHERE name = 'k' FOR UPDATE",
+        lambda: reconcile_apikey(db, "k", key_spec(), store),
+        edit,
+    )
 
 
 async def test_grants_added_by_hand_as_a_reconcile_reads_are_named_in_its_report(db: Database) -> None:
@@ -139,7 +178,7 @@ async def test_grants_added_by_hand_as_a_reconcile_reads_are_named_in_its_report
     store = MemoryKeyStore()
     key = (await reconcile_apikey(db, "k", key_spec(), store)).new_key
     assert key is not None
-    outcome = await _edit_while_a_reconcile_waits(
+    outcome = await _key_race(
         db,
         store,
         "INSERT INTO key_grants (key_id, space_id, access) SELECT k.id, s.id, 'ReadWrite' "
@@ -158,7 +197,7 @@ async def test_a_row_deleted_as_a_reconcile_reads_it_is_restored_in_that_reconci
     store = MemoryKeyStore()
     key = (await reconcile_apikey(db, "k", key_spec(), store)).new_key
     assert key is not None
-    outcome = await _edit_while_a_reconcile_waits(db, store, "DELETE FROM api_keys WHERE name = 'k'")
+    outcome = await _key_race(db, store, "DELETE FROM api_keys WHERE name = 'k'")
     assert (outcome.ready, outcome.reason) == (True, "Reconciled")
     assert outcome.changes == ("restored the key from Secret agents/ada-key; the database had lost it",)
     assert (await identity.authenticate(db, key)).key.name == "k"
