@@ -13,6 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 import yaml
+from sqlalchemy import text
 
 from memory_mcp.apply import ManifestError, apply_manifests, keys_file_content, load_manifests
 from memory_mcp.operator.specs import ApiKeySpec, SpaceSpec, UserSpec
@@ -316,7 +317,9 @@ async def test_the_examples_apply_cleanly_and_reapply_as_no_ops(db: Database) ->
     assert await grants_of(db, report.new_keys["margaret-curator"]) == {"policies": "Curate"}
     policies = await spaces.get_space(db, "policies")
     assert policies is not None and policies.write_policy == "Review"
-    assert (await spaces.space_settings(db, "policies") or {})["max_bytes"] == 50_000_000
+    async with db.transaction() as conn:
+        max_bytes = await conn.scalar(text("SELECT max_bytes FROM spaces WHERE key = 'policies'"))
+    assert max_bytes == 50_000_000
     agent = (await identity.authenticate(db, report.new_keys["policy-agent"])).key
     assert (agent.rate_per_minute, agent.rate_burst) == (120, 20)
     assert await grants_of(db, report.new_keys["grace-agent"]) == {

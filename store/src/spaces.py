@@ -23,7 +23,7 @@ def _space(row: Any) -> Space:
     )
 
 
-# Columns of `spaces` that no declaration sets.
+# Columns that are bookkeeping, not something a Space declares.
 _NOT_DECLARED = frozenset({"id", "key", "created_at", "updated_at", "detached_at"})
 
 
@@ -131,19 +131,6 @@ async def get_space(db: Database, key: str) -> Space | None:
             )
         ).first()
     return _space(row) if row else None
-
-
-# Columns that are bookkeeping, not something a Space declares.
-async def space_settings(db: Database, key: str) -> dict[str, Any] | None:
-    """Every declared setting of an attached space as stored, by column (to report what a change
-    changed); None when the space is absent or detached."""
-    async with db.transaction() as conn:
-        row = (
-            await conn.execute(
-                text("SELECT * FROM spaces WHERE key = :key AND detached_at IS NULL"), {"key": key}
-            )
-        ).first()
-    return None if row is None else _settings(row)
 
 
 async def delete_space(db: Database, key: str, actor: str = "system") -> str | None:
