@@ -10,8 +10,8 @@ FROM python:3.11-slim
 # build a variant with --build-arg TORCH_INDEX_URL=<a CUDA wheel index>.
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-# "--editable --config-settings editable_mode=strict" for the skaffold dev profile, whose file sync
-# replaces sources under /app (a strict editable install links them from a tree of the installed shape).
+# "--editable" for the skaffold dev profile, whose file sync replaces sources under /app: every
+# component is then installed from its folder in place.
 ARG INSTALL_MODE=""
 
 ENV PYTHONUNBUFFERED=1 \
@@ -40,7 +40,8 @@ COPY store ./store
 COPY server ./server
 COPY embedder ./embedder
 COPY operator ./operator
-RUN pip install ${INSTALL_MODE} ".[ray,operator]"
+RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_MODE} ./embedder \
+    ${INSTALL_MODE} ./server ${INSTALL_MODE} ./operator ".[ray,operator]"
 # Checked from outside the source folder, as the components run: the package and the standard
 # library resolve as installed, and the torch installed above was not replaced.
 RUN cd / && python -c "import collections, operator, memory_mcp.operator, memory_mcp.server, sys, torch; \

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import get_args
 
+from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.embedder.batcher import DEFAULT_MAX_WAIT_S
 from memory_mcp.embedder.client import LocalEmbedder, RemoteEmbedder
 from memory_mcp.embedder.model import encode, load_model

@@ -37,8 +37,8 @@ import psycopg
 
 from bench.common import BenchDatabase, BenchServer, bench_server, machine, median, writer_contexts
 from bench.retrieval_dataset import QUERY_KINDS, BenchQuery, Dataset, build_dataset
+from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.embedder.client import Embedder, make_embedder
 from memory_mcp.store import memories, profile, search
 from memory_mcp.store.db import Database

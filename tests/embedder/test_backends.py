@@ -8,8 +8,8 @@ import sys
 import pytest
 from pydantic import ValidationError
 
+from memory_mcp.core.backends import MULTILINGUAL_EXTRA, SIMILARITY_DEFAULTS
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.backends import MULTILINGUAL_EXTRA, SIMILARITY_DEFAULTS
 from memory_mcp.embedder.model import EmbeddingBackendMissing, load_model
 
 THRESHOLDS = ("supersede_threshold", "forget_threshold", "forget_margin")

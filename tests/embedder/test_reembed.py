@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from memory_mcp.core.backfill import backfill
+from memory_mcp.server.backfill import backfill
 from memory_mcp.store import identity, memories, search
 from memory_mcp.store.access import Access
 from tests.embedder.support import SAME_MEANING, UNRELATED, cosine

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from memory_mcp.core.backends import SIMILARITY_DEFAULTS
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.backends import SIMILARITY_DEFAULTS
 from memory_mcp.embedder.client import LocalEmbedder
 from memory_mcp.store import search
 from memory_mcp.store.db import Database

@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from sqlalchemy import text
 
-from memory_mcp.core.backfill import backfill
 from memory_mcp.embedder.client import Embedder
+from memory_mcp.server.backfill import backfill
 from memory_mcp.store import documents, identity, memories, pipeline, profile, search, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database

@@ -16,10 +16,10 @@ from typing import Any, Protocol, get_args, runtime_checkable
 
 import httpx2
 
+from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from memory_mcp.core.metrics import EMBEDDING_DURATION, EMBEDDING_FAILURES
 from memory_mcp.core.settings import Settings
 
-from .backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from .batcher import DEFAULT_MAX_WAIT_S, MicroBatcher
 from .model import EmbeddingModel, encode_mixed, load_model
 

@@ -19,7 +19,7 @@ from memory_mcp.store.errors import AccessDenied
 from memory_mcp.store.memories import require_write
 from memory_mcp.store.models import Caller, SpaceContext
 
-from .rest import Auth, ErrorResponse, Storable, Tag, authenticated_caller
+from .rest_common import Auth, ErrorResponse, Storable, Tag, authenticated_caller
 from .schemas import ForgetDocumentOut, UploadOut
 from .service import MemoryService
 from .upload_intake import Upload, UploadRefused, receive, work_folder

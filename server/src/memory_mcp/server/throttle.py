@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_mcp.store import keys
 
-from .rest import ErrorResponse
+from .rest_common import ErrorResponse
 
 log = logging.getLogger(__name__)
 

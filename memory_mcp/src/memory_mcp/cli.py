@@ -165,8 +165,8 @@ def backfill(
 async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int) -> int:
     from rich.progress import Progress
 
-    from memory_mcp.core.backfill import backfill as run_backfill
     from memory_mcp.embedder.client import make_embedder
+    from memory_mcp.server.backfill import backfill as run_backfill
     from memory_mcp.store import memories
 
     embedder = await make_embedder(settings)

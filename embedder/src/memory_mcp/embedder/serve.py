@@ -36,9 +36,9 @@ from ray import serve
 from ray.serve import Application
 
 from memory_mcp.core import metrics
+from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from memory_mcp.core.settings import Settings
 
-from .backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from .model import encode_mixed, load_model
 
 log = logging.getLogger(__name__)

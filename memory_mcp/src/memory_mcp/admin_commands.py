@@ -46,9 +46,9 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a ta
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        from memory_mcp.core import package_version
 
-        print(f"memory-mcp {version('memory-mcp')}")
+        print(f"memory-mcp {package_version()}")
         raise typer.Exit()
 
 

@@ -16,7 +16,7 @@ from memory_mcp.core import metrics
 from memory_mcp.store import identity, review
 from memory_mcp.store.models import Caller
 
-from .rest import Auth, Storable, Tag
+from .rest_common import Auth, Storable, Tag
 from .schemas import MemoryOut, Out
 from .service import MemoryService
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from memory_mcp.core.backends import TextKind
 from memory_mcp.core.metrics import (
     EMBEDDER_BATCH_SIZE,
     EMBEDDER_ENCODE,
@@ -27,8 +28,6 @@ from memory_mcp.core.metrics import (
     EMBEDDER_QUEUE_WAIT,
     EMBEDDER_REQUESTS,
 )
-
-from .backends import TextKind
 
 # (texts, the kind of each text) -> one row per text
 EncodeFn = Callable[[list[str], list[TextKind]], NDArray[np.float32]]

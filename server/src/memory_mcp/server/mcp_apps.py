@@ -19,7 +19,7 @@ from pydantic import Field
 from memory_mcp.store import graph, identity, validation
 from memory_mcp.store.models import Caller
 
-from . import mcp_tools, render
+from . import mcp_calls, render
 from .schemas import AddOut, Out, SelectSpaceOut, SpaceOut, SpacesOut
 from .service import MemoryService
 
@@ -276,7 +276,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
             return PickerOut(spaces=spaces, count=len(spaces), activeSpace=active)
 
         apps_ok = client_supports_apps(ctx)
-        return await mcp_tools._call("select-space", service, run, lambda out: picker_text(out, apps_ok))
+        return await mcp_calls.call("select-space", service, run, lambda out: picker_text(out, apps_ok))
 
     @apps.tool(
         resource_uri=resource_uri("select-space"),
@@ -286,7 +286,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         annotations=SWITCHES,
     )
     async def set_active_space(space: SpaceKey) -> Annotated[CallToolResult, SelectSpaceOut]:
-        return await mcp_tools._call(
+        return await mcp_calls.call(
             "set-active-space", service, lambda c: service.select_space(c, space), render.selected
         )
 
@@ -312,7 +312,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
             return SaveFormOut(prefill=prefill or "", category=category, spaces=spaces, activeSpace=active)
 
         apps_ok = client_supports_apps(ctx)
-        return await mcp_tools._call("guided-save", service, run, lambda out: save_form_text(out, apps_ok))
+        return await mcp_calls.call("guided-save", service, run, lambda out: save_form_text(out, apps_ok))
 
     @apps.tool(
         resource_uri=resource_uri("guided-save"),
@@ -328,7 +328,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
             str | None, Field(description="Optional tag", max_length=validation.MAX_CATEGORY)
         ] = None,
     ) -> Annotated[CallToolResult, AddOut]:
-        return await mcp_tools._call(
+        return await mcp_calls.call(
             "save-memory", service, lambda c: service.add(c, content, "save", category, space), render.add
         )
 
@@ -346,7 +346,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
             return UploadFormOut(spaces=spaces, activeSpace=active)
 
         apps_ok = client_supports_apps(ctx)
-        return await mcp_tools._call(
+        return await mcp_calls.call(
             "upload-file", service, run, lambda out: upload_form_text(out, apps_ok, origin)
         )
 
@@ -371,9 +371,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
             )
 
         apps_ok = client_supports_apps(ctx)
-        return await mcp_tools._call(
-            "memory-graph", service, run, lambda out: graph_launch_text(out, apps_ok)
-        )
+        return await mcp_calls.call("memory-graph", service, run, lambda out: graph_launch_text(out, apps_ok))
 
     @apps.tool(
         resource_uri=resource_uri("memory-graph"),
@@ -384,13 +382,13 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
     )
     async def fetch_graph_data(
         containerTag: OptionalSpace = None,
-        page: mcp_tools.Page = 1,
+        page: mcp_calls.Page = 1,
         limit: Annotated[int, Field(ge=1, le=validation.MAX_GRAPH_LIMIT)] = validation.DEFAULT_GRAPH_LIMIT,
     ) -> Annotated[CallToolResult, GraphOut]:
         async def run(caller: Caller) -> GraphOut:
             ctx = identity.resolve_space(caller, containerTag)
             return _graph_out(await graph.space_graph(service.db, ctx, page, limit))
 
-        return await mcp_tools._call("fetch-graph-data", service, run, graph_text)
+        return await mcp_calls.call("fetch-graph-data", service, run, graph_text)
 
     return apps

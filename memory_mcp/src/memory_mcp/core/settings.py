@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from memory_mcp.embedder.backends import (
+from memory_mcp.core.backends import (
     DEFAULT_BACKEND,
     MULTILINGUAL_EXTRA,
     SIMILARITY_DEFAULTS,
@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     # The other search defaults live in store.search.SearchParams, measured on two benchmarks.
     # Auto-supersede only near-verbatim restatements; forget only a clear winner. Each model spreads
     # similarities differently: unset, these take the embedding backend's defaults, which
-    # embedder/backends.py lists with the measurements behind them.
+    # core/backends.py lists with the measurements behind them.
     supersede_threshold: float = Field(
         default=SIMILARITY_DEFAULTS[DEFAULT_BACKEND].supersede_threshold, ge=0, le=1
     )

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from memory_mcp.store import identity, transfer, validation
 
-from .rest import Auth
+from .rest_common import Auth
 from .service import MemoryService
 
 SpaceKeyPath = Annotated[str, Path(max_length=validation.MAX_SPACE_KEY, description="The space's key")]

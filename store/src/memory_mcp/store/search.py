@@ -104,7 +104,7 @@ class SearchParams:
     # are fused, judged against the floor and shown; the identity for the default model. Another
     # model packs its similarities elsewhere (multilingual E5: unrelated text at 0.76), and would
     # otherwise count for little against the full-text share and clear the floor with anything.
-    # The embedding backend's table (embedder/backends.py) gives each model's values.
+    # The embedding backend's table (core/backends.py) gives each model's values.
     similarity_gain: float = 1.0
     similarity_offset: float = 0.0
     # Off only to measure semantic search on its own (bench/retrieval.py compares the modes).

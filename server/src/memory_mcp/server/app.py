@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from importlib.metadata import version as package_version
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
@@ -21,11 +20,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_mcp.core import metrics
-from memory_mcp.core.backfill import backfill
+from memory_mcp.core import metrics, package_version
 from memory_mcp.core.logs import describe_exception, request_id_var
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
+from memory_mcp.server.backfill import backfill
 from memory_mcp.store import memories
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
@@ -34,9 +33,9 @@ from memory_mcp.store.migrate import head_revision
 from .api_docs import install_api_docs
 from .documents_worker import DocumentWorker
 from .mcp_tools import build_mcp
-from .rest import (
+from .rest import build_router
+from .rest_common import (
     ErrorResponse,
-    build_router,
     error_response,
     install_error_handlers,
     internal_error_response,
@@ -282,7 +281,7 @@ def create_app(
 
     app = FastAPI(
         title="Memory-MCP",
-        version=package_version("memory-mcp"),
+        version=package_version(),
         docs_url=None,  # served by install_api_docs from packaged assets
         redoc_url=None,
         description="Remote memory for AI agents. MCP at /mcp; the same operations as REST under /v1.",

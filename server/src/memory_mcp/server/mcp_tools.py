@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import contextvars
-import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import AnyHttpUrl, BaseModel, Field, ValidationError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import AnyHttpUrl, Field, ValidationError
 
-from memory_mcp.core import metrics
 from memory_mcp.store import validation
-from memory_mcp.store.errors import AuthenticationFailed, StoreError
+from memory_mcp.store.errors import StoreError
 from memory_mcp.store.models import Caller
 
 from . import mcp_apps, mcp_documents, render
+from .mcp_calls import ContainerTag, KeyVerifier, Limit, Page, call, caller_of
 from .schemas import (
     PROVENANCE_NOTICE,
     AddOut,
@@ -32,78 +28,6 @@ from .schemas import (
     WhoAmIOut,
 )
 from .service import MemoryService
-
-M = TypeVar("M", bound=BaseModel)
-
-# The caller verified for this request; set by the token verifier, read by every tool.
-_current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
-
-ContainerTag = Annotated[
-    str | None,
-    Field(
-        description="Space key for this call only; default: the active space",
-        max_length=validation.MAX_SPACE_KEY,
-    ),
-]
-Page = Annotated[int, Field(ge=1, le=validation.MAX_PAGE)]
-Limit = Annotated[int, Field(ge=1, le=validation.MAX_LIMIT)]
-
-
-class KeyVerifier:
-    """MCP TokenVerifier: the bearer token is a Memory-MCP API key, checked against the database."""
-
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        try:
-            caller = await self.service.authenticate(token)
-        except AuthenticationFailed as exc:
-            metrics.AUTH_FAILURES.labels(reason=exc.reason).inc()
-            return None
-        _current_caller.set(caller)
-        return AccessToken(
-            token=token,
-            client_id=caller.key.name,
-            subject=str(caller.user.id),
-            scopes=["memory"],
-        )
-
-
-async def _caller(service: MemoryService) -> Caller:
-    caller = _current_caller.get()
-    if caller is not None:
-        return caller
-    # The verifier ran in another context (it should not, but never trust a missing identity).
-    token = get_access_token()
-    if token is None:
-        raise ToolError("not authenticated")
-    try:
-        return await service.authenticate(token.token)
-    except AuthenticationFailed as exc:
-        raise ToolError(str(exc)) from None
-
-
-async def _call(
-    tool: str, service: MemoryService, run: Callable[[Caller], Awaitable[M]], text: Callable[[M], str]
-) -> CallToolResult:
-    """Run one tool: caller from the verified token, typed errors -> clear messages, metrics."""
-    started = time.perf_counter()
-    outcome = "error"
-    try:
-        result = await run(await _caller(service))
-        outcome = "ok"
-        return CallToolResult(
-            content=[TextContent(type="text", text=text(result))],
-            structured_content=result.model_dump(mode="json", exclude_none=True),
-        )
-    except StoreError as exc:
-        outcome = exc.__class__.__name__
-        raise ToolError(str(exc)) from None
-    finally:
-        metrics.TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
-        metrics.TOOL_DURATION.labels(tool=tool).observe(time.perf_counter() - started)
-
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -238,7 +162,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         containerTag: ContainerTag = None,
         limit: Limit = 10,
     ) -> Annotated[CallToolResult, SearchOut]:
-        return await _call(
+        return await call(
             "search_memory",
             service,
             lambda c: service.search(c, query, keyword, category, includeProfile, containerTag, limit),
@@ -270,7 +194,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         ] = None,
         containerTag: ContainerTag = None,
     ) -> Annotated[CallToolResult, AddOut]:
-        return await _call(
+        return await call(
             "add_memory",
             service,
             lambda c: service.add(c, content, action, category, containerTag),
@@ -283,7 +207,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
     async def list_documents(
         page: Page = 1, limit: Limit = 10, containerTag: ContainerTag = None
     ) -> Annotated[CallToolResult, DocumentsOut]:
-        return await _call(
+        return await call(
             "listDocuments",
             service,
             lambda c: service.list_documents(c, page, limit, containerTag),
@@ -301,7 +225,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         ],
         page: Annotated[int, Field(ge=1, le=validation.MAX_PAGE)] = 1,
     ) -> Annotated[CallToolResult, DocumentDetailOut]:
-        return await _call(
+        return await call(
             "getDocument", service, lambda c: service.get_document(c, documentId, page), render.document
         )
 
@@ -319,7 +243,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
             Field(description="Which memories to list (proposed: waiting for a curator in a Review space)"),
         ] = "live",
     ) -> Annotated[CallToolResult, MemoriesOut]:
-        return await _call(
+        return await call(
             "listMemories",
             service,
             lambda c: service.list_memories(c, page, limit, containerTag, status),
@@ -332,7 +256,7 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         annotations=READ_ONLY,
     )
     async def list_spaces() -> Annotated[CallToolResult, SpacesOut]:
-        return await _call("listSpaces", service, service.list_spaces, render.spaces)
+        return await call("listSpaces", service, service.list_spaces, render.spaces)
 
     @mcp.tool(
         name="whoAmI",
@@ -340,11 +264,11 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
         annotations=READ_ONLY,
     )
     async def who_am_i() -> Annotated[CallToolResult, WhoAmIOut]:
-        return await _call("whoAmI", service, service.who_am_i, render.who_am_i)
+        return await call("whoAmI", service, service.who_am_i, render.who_am_i)
 
     async def _resource(run: Callable[[Caller], Awaitable[Any]]) -> Any:
         try:
-            return await run(await _caller(service))
+            return await run(await caller_of(service))
         except StoreError as exc:
             raise ToolError(str(exc)) from None
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from .backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
+from memory_mcp.core.backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

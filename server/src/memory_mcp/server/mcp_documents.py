@@ -14,7 +14,7 @@ from pydantic import Field
 
 from memory_mcp.store import validation
 
-from . import mcp_tools
+from . import mcp_calls
 from .schemas import UploadTokenOut
 from .service import MemoryService
 
@@ -57,7 +57,7 @@ def register(mcp: MCPServer, service: MemoryService) -> None:
         ] = None,
     ) -> Annotated[CallToolResult, UploadTokenOut]:
         base = upload_base(service, ctx)
-        return await mcp_tools._call(
+        return await mcp_calls.call(
             "prepare-file-upload",
             service,
             lambda c: service.prepare_upload(c, containerTag, base + UPLOAD_PATH),
