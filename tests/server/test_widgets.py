@@ -23,7 +23,7 @@ from tests.server.conftest import McpSession, RunningServer, mcp_session
 LAUNCHERS = {"select-space", "guided-save", "upload-file", "memory-graph"}
 APP_ONLY = {"set-active-space", "save-memory", "prepare-file-upload", "fetch-graph-data"}
 WIDGETS_SRC = Path(__file__).parents[2] / "server" / "widgets"
-BUILT = Path(__file__).parents[2] / "server" / "src" / "widgets"
+BUILT = Path(__file__).parents[2] / "server" / "src" / "memory_mcp" / "server" / "widgets"
 
 
 @asynccontextmanager

@@ -130,6 +130,11 @@ def _failed_status(body: kopf.Body, patch: kopf.Patch, exc: Exception) -> None:
         patch.status[key] = value
 
 
+def _backoff(retry: int, ceiling: float) -> float:
+    """0.5 s, 1 s, 2 s... up to ``ceiling``: the delay before the next try of a waiting reconcile."""
+    return float(min(ceiling, 0.5 * 2 ** min(retry, 16)))
+
+
 def _register(
     registry: kopf.OperatorRegistry, ctx: OperatorContext, kind: str, plural: str, apply: Work, remove: Work
 ) -> None:
@@ -142,10 +147,12 @@ def _register(
         _report(body, patch, outcome, declared.generation, resync=resync)
         return outcome
 
-    async def reconcile_object(name: str, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    async def reconcile_object(name: str, body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
         outcome = await handle(name, body, patch, resync=False)
         if outcome.retry:
-            raise kopf.TemporaryError(outcome.message, delay=ctx.options.retry_delay)
+            # What it waits for (a User or Space of the same `kubectl apply`) usually lands within a
+            # second: retry soon, then back off to the configured delay.
+            raise kopf.TemporaryError(outcome.message, delay=_backoff(retry, ctx.options.retry_delay))
 
     async def resync_object(name: str, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         await handle(name, body, patch, resync=True)
