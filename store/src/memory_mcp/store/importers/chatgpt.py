@@ -36,6 +36,10 @@ def parse(bundle: Bundle, builder: Builder) -> None:
     data = bundle.json(name)
     if not isinstance(data, list):
         raise ValidationError("file", f"{name} must be a list of conversations (ChatGPT's export format)")
+    if data and not any(isinstance(c, Mapping) and isinstance(c.get("mapping"), Mapping) for c in data):
+        raise ValidationError(
+            "file", f"{name} holds no ChatGPT conversations (a Claude export? --from claude)"
+        )
     for index, conversation in enumerate(data, start=1):
         if not isinstance(conversation, Mapping) or not isinstance(conversation.get("mapping"), Mapping):
             builder.skip(f"conversation {index}", "not a conversation (no message mapping); not imported")

@@ -95,6 +95,8 @@ def _turns(messages: object) -> Iterator[tuple[Turn, list[tuple[str, str]]]]:
 
 
 def _conversations(data: list[Any], builder: Builder) -> None:
+    if data and not any(isinstance(c, Mapping) and isinstance(c.get("chat_messages"), list) for c in data):
+        raise ValidationError("file", "it holds no Claude conversations (a ChatGPT export? --from chatgpt)")
     for index, conversation in enumerate(data, start=1):
         if not isinstance(conversation, Mapping) or not isinstance(conversation.get("chat_messages"), list):
             builder.skip(f"conversation {index}", "not a conversation (no chat_messages); not imported")
