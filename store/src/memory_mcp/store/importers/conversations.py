@@ -48,18 +48,23 @@ def add_conversation(
     if not title:
         title = f"Untitled conversation of {created_at:%Y-%m-%d}" if created_at else "Untitled conversation"
     speakers = {"user": "You", "assistant": assistant}
-    parts = [
-        Part(
-            text=turn.text,
-            where=f"{where}, message {number} ({assistant if turn.role == 'assistant' else turn.role})",
-            memories=turn.role == "user",
-            heading=f"## {speakers[turn.role]}" if turn.role in speakers else None,
-            created_at=turn.created_at,
-            updated_at=turn.updated_at,
-            min_words=MIN_STATEMENT_WORDS,
+    parts: list[Part] = []
+    number = 0
+    for turn in turns:
+        # Messages are numbered as the chat showed them; an attachment goes with its message.
+        number += turn.role in speakers
+        label = assistant if turn.role == "assistant" else turn.role
+        parts.append(
+            Part(
+                text=turn.text,
+                where=f"{where}, message {number} ({label})",
+                memories=turn.role == "user",
+                heading=f"## {speakers[turn.role]}" if turn.role in speakers else None,
+                created_at=turn.created_at,
+                updated_at=turn.updated_at,
+                min_words=MIN_STATEMENT_WORDS,
+            )
         )
-        for number, turn in enumerate(turns, start=1)
-    ]
     builder.document(
         [key],
         title,
