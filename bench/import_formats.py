@@ -10,6 +10,7 @@ first figure is the parser's own). A second run shows what a re-run costs.
 
     python bench/import_formats.py                        # 2,000 conversations, 3 user turns each
     python bench/import_formats.py --conversations 5000 --turns 4
+    python bench/import_formats.py --parse-only          # the parser alone
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ async def run(args: argparse.Namespace, app_url: str, export: Path) -> None:
         f"{memories / parse_s:.0f} memories/s; peak RSS {parse_rss:.0f} MB ({base_rss:.0f} MB before)",
         flush=True,
     )
+    if args.parse_only:
+        return
 
     db = Database(app_url, pool_size=2)
     # A bulk import waits for the model as long as it takes (a busy machine is not an outage).
@@ -181,6 +184,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=2000)
     parser.add_argument("--turns", type=int, default=3, help="user turns per conversation")
+    parser.add_argument("--parse-only", action="store_true", help="stop after the parse (no model)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, bench_server() as server:
         export = Path(folder) / "chatgpt-export.zip"

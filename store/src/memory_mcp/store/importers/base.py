@@ -181,6 +181,7 @@ class Builder:
         """One document of ``parts``, and the memories cut from those parts that take them.
 
         A part holding a credential is left out of both; a document left with no text is not made.
+        ``category`` and the parts' categories come from :meth:`category` (or are constants).
         Memories are the part's text cut as uploads are cut (paragraphs, then sentences, at most
         one memory's length), each pointing at its place in the document.
         """
@@ -228,9 +229,11 @@ class Builder:
             )
         )
         for number, (part, start, end, text) in enumerate(memories, start=1):
+            # Its part was checked for credentials whole (a piece is a stretch of it), and categories
+            # come checked from :meth:`category`: only the piece's shape is left to check.
             try:
-                text, piece_category = checked_content(text, part.category or category)
-            except (SecretRefused, ValidationError) as exc:
+                text = validation.content(text)
+            except ValidationError as exc:
                 self.skip(part.where, f"piece {number} not imported: {exc}")
                 continue
             self.parsed.entries.append(
@@ -238,7 +241,7 @@ class Builder:
                     "memory",
                     self._file_id(doc_id, str(number)),
                     text,
-                    category=piece_category,
+                    category=part.category or category,
                     document=doc_id,
                     position={"char_start": start, "char_end": end},
                     created_at=part.created_at or created_at,

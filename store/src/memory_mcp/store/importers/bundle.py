@@ -101,8 +101,11 @@ class Bundle:
         """A file's bytes; refused (ValidationError) past the size limits."""
         if self.archive is None:
             target = self.path if not self.path.is_dir() else self.path / name
-            self._count(target.stat().st_size, name)
-            return target.read_bytes()
+            try:
+                self._count(target.stat().st_size, name)
+                return target.read_bytes()
+            except OSError as exc:
+                raise ValidationError("file", f"{name} cannot be read ({exc.strerror or exc})") from None
         info = self.archive.getinfo(name)
         self._count(info.file_size, name)
         if info.file_size > RATIO_FLOOR and info.file_size > validation.MAX_ARCHIVE_RATIO * max(
