@@ -194,4 +194,20 @@ async def test_rest_import_needs_the_curate_grant_and_reports_what_it_skipped(
         assert wrong.json()["error"] == "ValidationError" and wrong.json()["field"] == "file"
         unknown = await post(curator, "evernote", note)
         assert unknown.status_code == 422 and unknown.json()["field"] == "from"
+
+        # An import may be as large as an upload, past the 1 MiB of other request bodies.
+        padded = tmp_path / "conversations.json"
+        padded.write_text((FIXTURES / "chatgpt" / "conversations.json").read_text() + " " * 1_500_000)
+        large = await post(curator, "chatgpt", padded, dryRun="true")
+        assert large.status_code == 200, large.text
+        assert (large.json()["imported"], large.json()["documents"]) == (4, 3)
+    async with run_server(db_urls[0], embedder, max_upload_bytes=4096) as small:
+        async with httpx2.AsyncClient(base_url=small.base, timeout=30) as http:
+            too_large = await http.post(
+                "/v1/spaces/mine/import",
+                params={"from": "chatgpt"},
+                files={"file": ("conversations.json", b"[" + b" " * 8192 + b"]")},
+                headers={"Authorization": f"Bearer {curator}"},
+            )
+        assert too_large.status_code == 413 and too_large.json()["error"] == "ContentTooLarge"
     assert await spaces.space_counts(db, "mine") == (6, 5)
