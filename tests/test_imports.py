@@ -211,3 +211,13 @@ async def test_rest_import_needs_the_curate_grant_and_reports_what_it_skipped(
             )
         assert too_large.status_code == 413 and too_large.json()["error"] == "ContentTooLarge"
     assert await spaces.space_counts(db, "mine") == (6, 5)
+
+
+def test_the_command_line_and_rest_name_the_same_formats() -> None:
+    from typing import get_args
+
+    from memory_mcp.server.rest_export import ImportFormat
+    from memory_mcp.store import importers
+    from memory_mcp.transfer_commands import Source
+
+    assert set(get_args(ImportFormat)) == {s.value for s in Source} == {"jsonl", *importers.FORMATS}
