@@ -11,11 +11,12 @@ import typer
 
 from memory_mcp import admin_commands, review_cli, transfer_commands
 from memory_mcp.core.settings import Settings
-from memory_mcp.options import DatabaseUrl, DataDir, console, fail, load_settings
+from memory_mcp.options import DatabaseUrl, DataDir, console, fail, load_settings, plain_help
 
 if TYPE_CHECKING:
     from memory_mcp.core.database import PreparedDatabase
 
+plain_help()
 app = typer.Typer(
     name="memory-mcp",
     help="Remote memory for AI agents over MCP.",
@@ -40,11 +41,15 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default 8765)")] = None,
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
-    embedder: Annotated[str | None, typer.Option(help="'local' or the URL of the embedding service")] = None,
+    embedder: Annotated[
+        str | None, typer.Option(metavar="local|URL", help="'local' or the URL of the embedding service")
+    ] = None,
     log_format: Annotated[
         str | None,
         typer.Option(
-            "--log-format", help="auto (readable in a terminal, JSON lines otherwise), text or json"
+            "--log-format",
+            metavar="auto|text|json",
+            help="auto (readable in a terminal, JSON lines otherwise), text or json",
         ),
     ] = None,
 ) -> None:

@@ -85,3 +85,24 @@ def on_database(
         raise fail(str(exc)) from None
     finally:
         prepared.stop()
+
+
+def _value_label(param: Any, ctx: Any) -> str:
+    """What an option's value is called in help: its metavar, its choices, else its name."""
+    if param.metavar is not None:
+        return str(param.metavar)
+    if param.type_descriptor.is_choice:
+        return str(param.display_type(ctx)).strip("<>")
+    return str(param.name or "value").upper()
+
+
+def plain_help() -> None:
+    """Help that names values as people do (``--port PORT``, ``--format jsonl|markdown``), not with
+    their Python types: typer labels every value ``<str>``, ``<int>``, ``<int range>`` or ``<path>``.
+
+    Options take their metavar, else their choices, else their name; arguments show their name alone.
+    """
+    from typer.core import TyperArgument, TyperOption
+
+    TyperOption.display_type_rich = _value_label  # type: ignore[method-assign,assignment]
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]

@@ -14,6 +14,7 @@ from memory_mcp.options import DatabaseUrl, DataDir, console, fail, on_database
 if TYPE_CHECKING:
     from memory_mcp.core.settings import Settings
     from memory_mcp.store.db import Database
+    from memory_mcp.store.importers.preview import Preview
     from memory_mcp.store.models import Space
     from memory_mcp.store.transfer import Entry, ImportReport
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 class Format(StrEnum):
     JSONL = "jsonl"
     MARKDOWN = "markdown"
+    MEMORY_JSON = "memory-json"
 
 
 SpaceOption = Annotated[str, typer.Option("--space", metavar="KEY", help="The space's key")]
@@ -45,7 +47,12 @@ async def _space(db: Database, key: str) -> Space:
 def export(
     space: SpaceOption,
     fmt: Annotated[
-        Format, typer.Option("--format", help="jsonl (to import again) or markdown (to read)")
+        Format,
+        typer.Option(
+            "--format",
+            help="jsonl (everything, to import again), markdown (to read) or memory-json (the MCP "
+            "memory server's file); import --from reads each back",
+        ),
     ] = Format.JSONL,
     history: Annotated[
         bool,
@@ -60,7 +67,10 @@ def export(
 ) -> None:
     """Export a space's memories with who wrote them, their categories and versions."""
     from memory_mcp.store import transfer
+    from memory_mcp.store.importers import memory_json
 
+    if history and fmt is Format.MEMORY_JSON:
+        raise fail("--history: memory-json holds the latest state only; export jsonl for history")
     out = sys.stdout if output is None else output.open("w", encoding="utf-8")
 
     async def work(_: Settings, db: Database) -> int:
@@ -69,6 +79,10 @@ def export(
         if fmt is Format.MARKDOWN:
             records = [r async for r in transfer.export_records(db, found.id, history)]
             out.write(transfer.markdown(space, records))
+            return sum(r["type"] == "memory" for r in records)
+        if fmt is Format.MEMORY_JSON:  # the latest state only: the format has no history
+            records = [r async for r in transfer.export_records(db, found.id, False)]
+            out.writelines(memory_json.export_lines(records))
             return sum(r["type"] == "memory" for r in records)
         async for record in transfer.export_records(db, found.id, history):
             out.write(transfer.jsonl_line(record))
@@ -84,6 +98,17 @@ def export(
     console.print(f"exported {count} memories of space '{space}'{where}", highlight=False)
 
 
+class Source(StrEnum):
+    """What ``import --from`` reads (the names are the contract; store/importers has each format)."""
+
+    JSONL = "jsonl"
+    CHATGPT = "chatgpt"
+    CLAUDE = "claude"
+    MEM0 = "mem0"
+    MEMORY_JSON = "memory-json"
+    MARKDOWN = "markdown"
+
+
 def _read_lines(path: Path) -> list[str]:
     try:
         return (sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")).splitlines()
@@ -91,46 +116,124 @@ def _read_lines(path: Path) -> list[str]:
         raise fail(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
+async def _author(db: Database, name: str | None) -> dict[str, str] | None:
+    from memory_mcp.store import users
+    from memory_mcp.store.errors import NotFound
+
+    if name is None:
+        return None
+    user = await users.get_user(db, name)
+    if user is None:
+        raise NotFound("user", name)
+    return {"name": user.name, "email": user.email}
+
+
 def import_(
-    file: Annotated[
-        Path, typer.Argument(metavar="FILE", help="A JSONL file from memory-mcp export ('-' reads stdin)")
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PATH",
+            help="The export to read: a file, a folder or a zip ('-' reads JSONL from stdin)",
+        ),
     ],
     space: SpaceOption,
+    source: Annotated[
+        Source,
+        typer.Option(
+            "--from",
+            help="Its format: jsonl (memory-mcp export), chatgpt, claude, mem0, memory-json "
+            "(the MCP memory server's memory.json) or markdown (notes, or export --format markdown)",
+        ),
+    ] = Source.JSONL,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be created; change nothing")
+    ] = False,
+    as_user: Annotated[
+        str | None,
+        typer.Option(
+            "--as-user",
+            metavar="USER",
+            help="Record this user as the author (default: the people a JSONL file names; nobody for "
+            "other formats)",
+        ),
+    ] = None,
     skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Import the good lines and report the bad ones")
+        bool, typer.Option("--skip-invalid", help="JSONL: import the good lines and report the bad ones")
     ] = False,
     batch_size: Annotated[int, typer.Option(min=1, max=256, help="Memories embedded together")] = 64,
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Import an export's JSONL into a space; every line is checked first, a re-run adds nothing twice."""
-    from memory_mcp.store import transfer
+    """Import into a space from an export of memory-mcp or of another tool.
 
-    entries, problems = transfer.check_lines(_read_lines(file))
-    if problems and not skip_invalid:
-        for problem in problems:
-            console.print(f"[red]invalid:[/red] {problem}", highlight=False)
-        raise fail(
-            f"{len(problems)} bad line(s) in {file}; nothing imported (--skip-invalid imports the rest)"
-        )
-    report = transfer.ImportReport(skipped=problems)
+    Every text is checked as a save checks it (length, credentials) before anything is written;
+    what cannot be imported is reported with the reason, never with its text. A re-run adds nothing twice.
+    """
+    from memory_mcp.store import importers, transfer
 
-    async def work(settings: Settings, db: Database) -> ImportReport:
+    problems: list[transfer.Problem] = []
+    entries: list[Entry] = []
+    if source is Source.JSONL:
+        entries, problems = transfer.check_lines(_read_lines(path))
+        if problems and not skip_invalid:
+            for problem in problems:
+                console.print(f"[red]invalid:[/red] {problem}", highlight=False)
+            raise fail(
+                f"{len(problems)} bad line(s) in {path}; nothing imported (--skip-invalid imports the rest)"
+            )
+
+    async def work(settings: Settings, db: Database) -> ImportReport | None:
         target = await _space(db, space)
+        author = await _author(db, as_user)
+        if source is Source.JSONL:
+            if author is not None:
+                for entry in entries:
+                    entry.created_by = entry.updated_by = author
+        else:
+            with console.status(f"reading {path}"):
+                parsed = importers.parse(source.value, path, author)
+            entries.extend(parsed.entries)
+            problems.extend(parsed.skipped)
+        if dry_run:
+            _print_preview(space, await importers.preview(db, target.id, entries), problems)
+            return None
+        report = transfer.ImportReport(skipped=problems)
         return await _import(settings, db, target, entries, batch_size, report)
 
     done = on_database(data_dir, database_url, work)
+    if done is None:
+        return
     for problem in done.skipped:
         console.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False)
+    unit = "line(s)" if source is Source.JSONL else "part(s)"
     console.print(
         f"imported {done.imported} memories and {done.documents} documents into '{space}'; "
-        f"{done.already} already there, {len(done.skipped)} line(s) skipped",
+        f"{done.already} already there, {len(done.skipped)} {unit} skipped",
         highlight=False,
     )
     if done.unattributed:
         console.print(
             f"{done.unattributed} memories name people who are not users here; stored without an author"
         )
+
+
+def _print_preview(space: str, preview: Preview, problems: list[Any]) -> None:
+    """The dry run's answer: on stdout what would be created, on stderr what would be skipped."""
+    out = typer.echo
+    for document, count in preview.documents:
+        day = f"{document.created_at:%Y-%m-%d}" if document.created_at else "today"
+        out(f"document {day} {document.title!r}: {count} memories")
+    for memory in preview.memories:
+        day = f"{memory.created_at:%Y-%m-%d}" if memory.created_at else "today"
+        first = memory.content.splitlines()[0]
+        out(f"memory {day} [{memory.category or '-'}] {first[:100]}")
+    for problem in problems:
+        console.print(f"[yellow]would skip:[/yellow] {problem}", highlight=False)
+    console.print(
+        f"dry run: would import {preview.memory_count} memories and {len(preview.documents)} documents "
+        f"into '{space}'; {preview.already} already there, {len(problems)} skipped; nothing was changed",
+        highlight=False,
+    )
 
 
 async def _import(

@@ -128,7 +128,13 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         # A copy: the record may be shared with other handlers, and the base class caches exc_text on it.
         safe = logging.makeLogRecord(record.__dict__)
-        safe.msg, safe.args, safe.exc_text = log_message(record), None, None
+        message = log_message(record)
+        # The fields JSON lines carry (a key's lookup prefix, a duration), unless the message says them.
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            extra = [f"{k}={v}" for k, v in fields.items() if v is not None and str(v) not in message]
+            message = " ".join([message, *extra])
+        safe.msg, safe.args, safe.exc_text = message, None, None
         return super().format(safe)
 
     def formatException(self, ei: ExcInfo) -> str:

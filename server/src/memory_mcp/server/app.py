@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -41,6 +42,7 @@ from .rest_common import (
     internal_error_response,
 )
 from .rest_documents import UPLOAD_PATHS
+from .rest_export import IMPORT_PATHS
 from .service import MemoryService
 from .throttle import AuthThrottle
 from .widget_cors import UploadCors
@@ -105,11 +107,19 @@ def _route_label(scope: Scope) -> str:
     return "/mcp" if raw.startswith("/mcp") else "other"
 
 
+def _starts_with(path: str, prefix: str) -> bool:
+    """Whether ``path`` begins with ``prefix``, each ``*`` in it matching one segment."""
+    if "*" not in prefix:
+        return path.startswith(prefix)
+    return re.match(re.escape(prefix).replace(r"\*", "[^/]+"), path) is not None
+
+
 class BodyLimit:
     """Pure ASGI middleware: a request body over its path's limit answers 413 and is not read on.
 
     ``limits`` maps path prefixes to the largest body in bytes, the longest matching prefix
-    deciding (``""`` is the default). A Content-Length over the limit is refused before the app
+    deciding (``""`` is the default); a ``*`` in a prefix stands for one path segment
+    (``/v1/spaces/*/import``). A Content-Length over the limit is refused before the app
     runs; a body sent without one is counted as it arrives and cut off at the limit: the 413 goes
     out, the app's reading fails, and whatever the app answers after that is dropped.
     """
@@ -119,7 +129,7 @@ class BodyLimit:
         self.limits = sorted(limits.items(), key=lambda item: len(item[0]), reverse=True)
 
     def limit_for(self, path: str) -> int | None:
-        return next((limit for prefix, limit in self.limits if path.startswith(prefix)), None)
+        return next((limit for prefix, limit in self.limits if _starts_with(path, prefix)), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.limit_for(scope["path"]) if scope["type"] == "http" else None
@@ -334,7 +344,8 @@ def create_app(
     # JSON bodies in memory and share the default; an upload route adds its own, larger limit here.
     upload_limit = settings.max_upload_bytes + UPLOAD_ENVELOPE_BYTES
     app.add_middleware(
-        BodyLimit, limits={"": settings.max_body_bytes, **dict.fromkeys(UPLOAD_PATHS, upload_limit)}
+        BodyLimit,
+        limits={"": settings.max_body_bytes, **dict.fromkeys((*UPLOAD_PATHS, *IMPORT_PATHS), upload_limit)},
     )
     app.add_middleware(
         AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -39,6 +39,10 @@ def _unsupported_message() -> str:
     )
 
 
+# A file's media type from its name and first bytes.
+Detect = Callable[[str | None, bytes], str]
+
+
 @dataclass
 class Upload:
     """A received file on disk, with what was learnt while it streamed."""
@@ -54,9 +58,10 @@ class Upload:
 class _Receiver:
     """Callbacks of the multipart parser: one part at a time, the file part streamed to disk."""
 
-    def __init__(self, folder: Path, max_bytes: int) -> None:
+    def __init__(self, folder: Path, max_bytes: int, detect: Detect | None = None) -> None:
         self.upload = Upload(path=folder / "file")
         self.max_bytes = max_bytes
+        self.detect = detect
         self._header_name = b""
         self._header_value = b""
         self._headers: dict[bytes, bytes] = {}
@@ -130,6 +135,9 @@ class _Receiver:
     # --- helpers ---
     def _check_type(self) -> None:
         self._checked = True
+        if self.detect is not None:
+            self.upload.media_type = self.detect(self.upload.file_name, bytes(self._head))
+            return
         media_type = extractors.detect_type(self.upload.file_name, bytes(self._head))
         if media_type is None:
             raise UploadRefused(415, _unsupported_message())
@@ -146,13 +154,19 @@ class _Receiver:
         self.upload.digest = self._hash.hexdigest()
 
 
-async def receive(content_type: str, body: AsyncIterator[bytes], folder: Path, max_bytes: int) -> Upload:
-    """Parse a ``multipart/form-data`` body into ``folder``; raises :class:`UploadRefused`."""
+async def receive(
+    content_type: str, body: AsyncIterator[bytes], folder: Path, max_bytes: int, detect: Detect | None = None
+) -> Upload:
+    """Parse a ``multipart/form-data`` body into ``folder``; raises :class:`UploadRefused`.
+
+    ``detect`` names the file's type from its name and first bytes (or raises UploadRefused), for
+    routes that take other files than documents; by default the extractors decide (415 if none can).
+    """
     kind, options = parse_options_header(content_type)
     boundary = options.get(b"boundary")
     if kind != b"multipart/form-data" or not boundary:
         raise UploadRefused(415, "send the file as multipart/form-data with a 'file' field", field=None)
-    receiver = _Receiver(folder, max_bytes)
+    receiver = _Receiver(folder, max_bytes, detect)
     callbacks = {
         name: getattr(receiver, name)
         for name in (

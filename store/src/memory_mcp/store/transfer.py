@@ -162,6 +162,11 @@ def jsonl_line(record: Mapping[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+# Each memory of the Markdown export ends with a comment that renders as nothing and holds what the
+# note for people rounds off (exact times, the category): ``import --from markdown`` reads it back.
+MARKDOWN_NOTE = "<!-- memory-mcp "
+
+
 def markdown(space_key: str, records: Iterable[Mapping[str, Any]]) -> str:
     """The records for people: by category, then by document, each memory with who and when."""
     groups: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
@@ -186,7 +191,9 @@ def markdown(space_key: str, records: Iterable[Mapping[str, Any]]) -> str:
                 if r["status"] != "live":
                     note.append(r["status"])
                 body = r["content"].replace("\n", "\n  ")
+                exact = {k: r[k] for k in ("category", "version", "status", "createdAt", "updatedAt")}
                 out.append(f"- {body}  \n  _{', '.join(note)}_")
+                out.append(f"  {MARKDOWN_NOTE}{json.dumps(exact, ensure_ascii=False)} -->")
             out.append("")
     return "\n".join(out)
 

@@ -184,3 +184,13 @@ def paging(page: int, limit: int) -> tuple[int, int]:
 # What ``listMemories`` lists, by the state of a memory (``memories.MEMORY_STATUSES`` has the SQL).
 MemoryStatus = Literal["live", "proposed", "forgotten", "superseded", "rejected", "all"]
 MEMORY_STATUS_VALUES: tuple[str, ...] = get_args(MemoryStatus)
+
+# Imports from other tools (store/importers): one file, or everything read out of one archive, is at
+# most this many bytes. A heavy ChatGPT user's conversations.json is a few hundred MB; it is parsed
+# in memory, so the cap is what a laptop holds several times over.
+MAX_IMPORT_BYTES = 1024 * 1024 * 1024
+# An archive member may unpack to at most this many times its compressed size (members over 1 MiB;
+# JSON and Markdown compress 5-20 times, a zip bomb thousands of times), and an archive may list
+# at most this many members.
+MAX_ARCHIVE_RATIO = 200
+MAX_ARCHIVE_MEMBERS = 100_000
