@@ -69,8 +69,10 @@ COPY memory_mcp ./memory_mcp
 COPY store ./store
 COPY embedder ./embedder
 COPY server ./server
-RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} "./store[documents]" ${INSTALL_MODE} ./embedder \
-    ${INSTALL_MODE} ./server
+# A folder installed with extras is named plain too: pip (23.2) matches another component's plain
+# requirement of it (memory-mcp-core needs memory-mcp-store) only to a plain folder.
+RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_MODE} "./store[documents]" \
+    ${INSTALL_MODE} ./embedder ${INSTALL_MODE} ./server
 RUN cd / && python -c "import importlib.util as u, sys, torch, memory_mcp.server.app; \
 sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spec(m) for m in ('kopf', 'ray')))"
 RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
@@ -89,7 +91,8 @@ ARG TORCH_VERSION
 COPY memory_mcp ./memory_mcp
 COPY store ./store
 COPY embedder ./embedder
-RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_MODE} "./embedder[ray]"
+RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_MODE} ./embedder \
+    ${INSTALL_MODE} "./embedder[ray]"
 RUN cd / && python -c "import importlib.util as u, sys, torch, ray.serve, memory_mcp.embedder.serve; \
 sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spec(m) for m in ('kopf', 'pypdf')))"
 RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi

@@ -125,8 +125,18 @@ def installed_components(target: str) -> dict[str, set[str]]:
         for word in words:
             match = re.fullmatch(r"\./(\w+)(?:\[([\w,]+)\])?", word)
             if match:
-                found[match.group(1)] = set(filter(None, (match.group(2) or "").split(",")))
+                extras = set(filter(None, (match.group(2) or "").split(",")))
+                found.setdefault(match.group(1), set()).update(extras)
     return found
+
+
+@pytest.mark.parametrize("target", sorted(IMAGES))
+def test_a_folder_with_extras_is_installed_plain_too(target: str) -> None:
+    """pip matches another component's plain requirement (memory-mcp-core needs memory-mcp-store)
+    only to a plain folder: `./store[documents]` alone fails to resolve."""
+    for words in pip_installs(target):
+        for folder in {word.split("[")[0] for word in words if word.startswith("./") and "[" in word}:
+            assert folder in words, (target, folder)
 
 
 def requirements_closure(components: dict[str, set[str]]) -> set[str]:
