@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # An image per component, one target each, built from the same stages:
-#   server    memory-mcp serve and migrate: core, store with the document extractors, the embedder
-#             (in-process, torch CPU), the server; no kopf, no Ray
+#   server    memory-mcp serve and migrate: core with tracing, store with the document extractors,
+#             the embedder (in-process, torch CPU), the server; no kopf, no Ray
 #   operator  memory-mcp operator: core, store, the operator; no torch, no Ray, no extractors
 #   embedder  the Ray Serve embedder (KubeRay starts Ray inside it): core, store, embedder[ray]
 # Each runs as a non-root user on a read-only root filesystem: everything that writes (HOME, caches,
@@ -71,9 +71,9 @@ COPY embedder ./embedder
 COPY server ./server
 # A folder installed with extras is named plain too: pip (23.2) matches another component's plain
 # requirement of it (memory-mcp-core needs memory-mcp-store) only to a plain folder.
-RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_MODE} "./store[documents]" \
-    ${INSTALL_MODE} ./embedder ${INSTALL_MODE} ./server
-RUN cd / && python -c "import importlib.util as u, sys, torch, memory_mcp.server.app; \
+RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} "./memory_mcp[tracing]" ${INSTALL_MODE} ./store \
+    ${INSTALL_MODE} "./store[documents]" ${INSTALL_MODE} ./embedder ${INSTALL_MODE} ./server
+RUN cd / && python -c "import importlib.util as u, sys, torch, memory_mcp.server.app, opentelemetry.sdk.trace; \
 sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spec(m) for m in ('kopf', 'ray')))"
 RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
 USER 10001:10001

@@ -180,6 +180,7 @@ def mib(count: float) -> str:
 
 
 def report(result: dict[str, object], top: int) -> None:
+    """Print one target's figures (at once, so that a long run shows each as it is done)."""
     distributions = result["distributions"]
     assert isinstance(distributions, list)
     print(f"\n== {result['target']}")
@@ -202,7 +203,7 @@ def report(result: dict[str, object], top: int) -> None:
     print(f"largest {min(top, len(distributions))}:")
     for row in distributions[:top]:
         print(f"  {row['name']:<32} {row['version']:<16} {mib(int(row['bytes'])):>10}")
-    print(f"pip install took {result['install_seconds']} s")
+    print(f"pip install took {result['install_seconds']} s", flush=True)
 
 
 def main() -> None:
@@ -220,11 +221,11 @@ def main() -> None:
     unknown = set(options.targets) - set(TARGETS)
     if unknown:
         parser.error(f"unknown target(s): {', '.join(sorted(unknown))}")
+    results = []
     with tempfile.TemporaryDirectory(prefix="image-sizes-") as temporary:
-        work = options.work or Path(temporary)
-        results = [measure(target, work, options.torch_index_url) for target in options.targets or TARGETS]
-    for result in results:
-        report(result, options.top)
+        for target in options.targets or TARGETS:
+            results.append(measure(target, options.work or Path(temporary), options.torch_index_url))
+            report(results[-1], options.top)
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
 

@@ -38,14 +38,23 @@ CHART = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
 
 # What each image installs: component folder -> extras.
 IMAGES: dict[str, dict[str, set[str]]] = {
-    "server": {"memory_mcp": set(), "store": {"documents"}, "embedder": set(), "server": set()},
+    "server": {"memory_mcp": {"tracing"}, "store": {"documents"}, "embedder": set(), "server": set()},
     "operator": {"memory_mcp": set(), "store": set(), "operator": set()},
     "embedder": {"memory_mcp": set(), "store": set(), "embedder": {"ray"}},
 }
 # What each image must not hold, whichever dependency would bring it.
 LEFT_OUT = {
     "server": {"kopf", "kubernetes", "ray"},
-    "operator": {"torch", "ray", "sentence-transformers", "pypdf", "faster-whisper", "fastapi", "mcp"},
+    "operator": {
+        "torch",
+        "ray",
+        "sentence-transformers",
+        "pypdf",
+        "faster-whisper",
+        "fastapi",
+        "mcp",
+        "opentelemetry-instrumentation-fastapi",
+    },
     "embedder": {"kopf", "pypdf", "faster-whisper", "mcp"},
 }
 # The chart's workloads and the values key of the image each runs.
