@@ -1,57 +1,102 @@
 # syntax=docker/dockerfile:1
-# One image for every component: `memory-mcp serve`, `operator`, `migrate`, `backfill` and the
-# Ray Serve embedder (KubeRay starts Ray inside it). Runs as a non-root user on a read-only root
-# filesystem: everything that writes (HOME, caches, Ray's session dir) lives under /tmp, which
-# the chart mounts as an emptyDir.
-FROM python:3.11-slim
+# An image per component, one target each, built from the same stages:
+#   server    memory-mcp serve and migrate: core with tracing, store with the document extractors,
+#             the embedder (in-process, torch CPU), the server; no kopf, no Ray
+#   operator  memory-mcp operator: core, store, the operator; no torch, no Ray, no extractors
+#   embedder  the Ray Serve embedder (KubeRay starts Ray inside it): core, store, embedder[ray]
+# Each runs as a non-root user on a read-only root filesystem: everything that writes (HOME, caches,
+# Ray's session dir) lives under /tmp, which the chart mounts as an emptyDir.
 
-# torch is installed first and on its own, from the PyTorch CPU index, so that resolving the
-# package's dependencies finds it satisfied and never pulls a CUDA build. For GPU embedder workers,
-# build a variant with --build-arg TORCH_INDEX_URL=<a CUDA wheel index>.
-ARG TORCH_VERSION=2.13.0
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Build arguments, brought into each stage that uses them.
 # "--editable" for the skaffold dev profile, whose file sync replaces sources under /app: every
 # component is then installed from its folder in place.
 ARG INSTALL_MODE=""
+# torch is installed first and on its own, from the PyTorch CPU index, so that resolving the
+# components' dependencies finds it satisfied and never pulls a CUDA build. For GPU embedder workers,
+# build the embedder target with --build-arg TORCH_INDEX_URL=<a CUDA wheel index>.
+ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 
+# What every image shares: the interpreter, the user, the writable places under /tmp.
+FROM python:3.11-slim AS base
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     HOME=/tmp/home \
     XDG_CACHE_HOME=/tmp/cache \
-    HF_HOME=/tmp/cache/huggingface \
+    MEMORY_MCP_DATA_DIR=/tmp/memory-mcp
+RUN groupadd --system --gid 10001 memory \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /tmp/home --no-create-home memory
+WORKDIR /app
+
+# The server's and the embedder's common layer. Sources are copied after it, so that a change to
+# them never reinstalls torch.
+FROM base AS torch
+ARG TORCH_VERSION
+ARG TORCH_INDEX_URL
+ENV HF_HOME=/tmp/cache/huggingface \
     HF_HUB_OFFLINE=1 \
     TORCH_HOME=/tmp/cache/torch \
-    MPLCONFIGDIR=/tmp/cache/matplotlib \
-    MEMORY_MCP_DATA_DIR=/tmp/memory-mcp
+    MPLCONFIGDIR=/tmp/cache/matplotlib
+RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 
+FROM base AS operator
+ARG INSTALL_MODE
+COPY memory_mcp ./memory_mcp
+COPY store ./store
+COPY operator ./operator
+RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_MODE} ./operator
+# Checked from outside the source folder, as the operator runs: the standard library's operator
+# module is not shadowed, and nothing heavy came in through a dependency.
+RUN cd / && python -c "import importlib.util as u, operator, sys, memory_mcp.operator.main; \
+sys.exit(not hasattr(operator, 'itemgetter') or any(u.find_spec(m) for m in ('torch', 'ray', 'pypdf')))"
+RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["memory-mcp"]
+CMD ["operator"]
+
+FROM torch AS server
+# Tesseract reads scanned PDF pages and images (English, German, Italian).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu \
+       tesseract-ocr-ita \
+    && rm -rf /var/lib/apt/lists/*
+ARG INSTALL_MODE
+ARG TORCH_VERSION
+COPY memory_mcp ./memory_mcp
+COPY store ./store
+COPY embedder ./embedder
+COPY server ./server
+# A folder installed with extras is named plain too: pip (23.2) matches another component's plain
+# requirement of it (memory-mcp-core needs memory-mcp-store) only to a plain folder.
+RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} "./memory_mcp[tracing]" ${INSTALL_MODE} ./store \
+    ${INSTALL_MODE} "./store[documents]" ${INSTALL_MODE} ./embedder ${INSTALL_MODE} ./server
+RUN cd / && python -c "import importlib.util as u, sys, torch, memory_mcp.server.app, opentelemetry.sdk.trace; \
+sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spec(m) for m in ('kopf', 'ray')))"
+RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
+USER 10001:10001
+EXPOSE 8765
+ENTRYPOINT ["memory-mcp"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8765"]
+
+FROM torch AS embedder
 # wget: KubeRay's health probes on Ray pods call it.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends wget \
     && rm -rf /var/lib/apt/lists/*
-
-RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
-
-WORKDIR /app
-COPY pyproject.toml README.md ./
+ARG INSTALL_MODE
+ARG TORCH_VERSION
 COPY memory_mcp ./memory_mcp
 COPY store ./store
-COPY server ./server
 COPY embedder ./embedder
-COPY operator ./operator
 RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_MODE} ./embedder \
-    ${INSTALL_MODE} ./server ${INSTALL_MODE} ./operator ".[ray,operator]"
-# Checked from outside the source folder, as the components run: the package and the standard
-# library resolve as installed, and the torch installed above was not replaced.
-RUN cd / && python -c "import collections, operator, memory_mcp.operator, memory_mcp.server, sys, torch; \
-sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or not hasattr(operator, 'itemgetter'))"
-
-RUN groupadd --system --gid 10001 memory \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /tmp/home --no-create-home memory \
-    && if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
+    ${INSTALL_MODE} "./embedder[ray]"
+RUN cd / && python -c "import importlib.util as u, sys, torch, ray.serve, memory_mcp.embedder.serve; \
+sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spec(m) for m in ('kopf', 'pypdf')))"
+RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
 USER 10001:10001
-
-EXPOSE 8765 8080 8000
+EXPOSE 8000
 ENTRYPOINT ["memory-mcp"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8765"]
+CMD ["embedder"]

@@ -133,6 +133,13 @@ def test_printer_columns_point_at_schema_fields(kind: str) -> None:
         assert schema_path in known, (name, json_path)
 
 
+def test_default_space_column_shows_the_effective_default() -> None:
+    # spec.defaultSpace may be omitted; the operator writes the space a request falls back to.
+    assert _printer_paths(CRDS["ApiKey"])["Default Space"] == ".status.defaultSpace"
+    status = version_schema(CRDS["ApiKey"])["properties"]["status"]["properties"]
+    assert status["defaultSpace"]["maxLength"] == 63
+
+
 def test_space_rules() -> None:
     schema = version_schema(CRDS["Space"])
     spec = schema["properties"]["spec"]
@@ -141,7 +148,7 @@ def test_space_rules() -> None:
     assert spec["properties"]["deletionPolicy"]["default"] == "Retain"
     assert spec["properties"]["writePolicy"]["enum"] == ["Direct", "Review"]
     assert spec["properties"]["writePolicy"]["default"] == "Direct"
-    assert rules_at(schema, ".spec.writePolicy") == ["self in ['Direct', 'Review']"]
+    assert rules_at(schema, ".spec.writePolicy") == [], "the enum says it"
     for quota in ("maxMemories", "maxDocuments", "maxBytes"):
         assert spec["properties"]["quotas"]["properties"][quota]["minimum"] == 0
     name = schema["properties"]["metadata"]["properties"]["name"]
@@ -167,9 +174,12 @@ def test_apikey_rules() -> None:
     assert rules_at(schema, ".spec.user") == ["self == oldSelf"]
     assert rules_at(schema, ".spec.secretRef") == ["self == oldSelf"]
     assert rules_at(schema, ".spec") == [
-        "!has(self.defaultSpace) || self.grants.exists(g, g.space == self.defaultSpace)"
+        "!has(self.defaultSpace) || self.grants.exists(g, g.space == self.defaultSpace)",
+        "(has(self.rotationGeneration) ? self.rotationGeneration : 0) >= "
+        "(has(oldSelf.rotationGeneration) ? oldSelf.rotationGeneration : 0)",
     ]
-    assert rules_at(schema, ".spec.rotationGeneration") == ["self >= oldSelf"]
+    assert rules_at(schema, ".spec.rotationGeneration") == []
+    assert rules_at(schema, ".spec.rateLimit") == [], "burst's minimum says it"
     grants = spec["properties"]["grants"]
     assert grants["minItems"] == 1
     assert grants["x-kubernetes-list-type"] == "map"

@@ -12,6 +12,10 @@ import pytest
 
 pytest.importorskip("ray")
 
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from memory_mcp.core import tracing
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import EmbeddingBackendMismatch, RemoteEmbedder, make_embedder
 from memory_mcp.embedder.model import EmbeddingModel, encode
@@ -124,6 +128,31 @@ async def test_remote_embedder_agrees_with_the_model(service):
     assert again == query
     assert cosine(query, encode(service.model, ["which team owns the alerts?"], "query")[0]) >= 0.999
     assert embedder.cache_info().hits == 1
+
+
+async def test_the_embedder_call_is_traced_over_http(service):
+    exporter = InMemorySpanExporter()
+    assert tracing.setup("memory-mcp-test", exporter)
+    try:
+        embedder = await RemoteEmbedder.connect(service.url, timeout_s=30, query_cache_size=4)
+        try:
+            with tracing.span("search_memory"):
+                await embedder.embed_query("which team owns the alerts?")
+        finally:
+            await embedder.aclose()
+    finally:
+        tracing.shutdown()
+    spans = {span.name: span for span in exporter.get_finished_spans() if span.name != "GET"}
+    assert set(spans) == {"search_memory", "embed", "POST"}
+    assert spans["embed"].parent.span_id == spans["search_memory"].context.span_id
+    request = spans["POST"]
+    assert request.kind is SpanKind.CLIENT and request.parent.span_id == spans["embed"].context.span_id
+    assert dict(spans["embed"].attributes) == {
+        "embedder.backend": "remote",
+        "embedder.kind": "query",
+        "embedder.texts": 1,
+    }
+    assert {span.context.trace_id for span in spans.values()} == {spans["search_memory"].context.trace_id}
 
 
 async def test_a_server_set_to_another_backend_refuses_the_service(service):

@@ -65,6 +65,7 @@ async def test_key_is_written_once_to_an_owned_secret(
         0,
         1,
     )
+    assert status["defaultSpace"] == "alpha"
     assert await grants_of(db, key) == {"alpha": "ReadWrite"}
     # Only the hash reaches the database; the key appears nowhere in it.
     assert operator.sql("SELECT key_hash FROM api_keys") == [(hashlib.sha256(key.encode()).hexdigest(),)]

@@ -26,7 +26,7 @@ from memory_mcp.operator.reconcile import (
 from memory_mcp.operator.secrets import SecretRef
 from memory_mcp.store import apikeys, identity, memories, spaces, users
 from memory_mcp.store.db import Database
-from memory_mcp.store.errors import AuthenticationFailed
+from memory_mcp.store.errors import AuthenticationFailed, ValidationError
 from tests.operator.support import USER, eventually, key_spec
 
 SPACE = {"displayName": "Team Alpha", "description": "What team alpha knows", "deletionPolicy": "Retain"}
@@ -88,6 +88,26 @@ async def test_key_is_issued_once_and_grants_follow_the_spec(db: Database) -> No
     assert changed.changes == ("set grants to alpha=Read, handbook=Read (were alpha=ReadWrite)",)
     caller = await identity.authenticate(db, first.new_key)
     assert {g.space.key: g.access.value for g in caller.grants} == {"alpha": "Read", "handbook": "Read"}
+
+
+async def test_key_status_names_the_space_a_request_without_one_uses(db: Database) -> None:
+    await declare_basics(db)
+    await reconcile_space(db, "handbook", {"displayName": "Handbook"})
+    store = MemoryKeyStore()
+    spec = {field: value for field, value in key_spec().items() if field != "defaultSpace"}
+    only = await reconcile_apikey(db, "k", spec, store)
+    assert only.status["defaultSpace"] == "alpha"
+    assert only.new_key is not None
+    both = [{"space": "alpha", "access": "ReadWrite"}, {"space": "handbook", "access": "Read"}]
+    several = await reconcile_apikey(db, "k", {**spec, "grants": both}, store)
+    assert several.status["defaultSpace"] is None
+    with pytest.raises(ValidationError):
+        identity.resolve_space(await identity.authenticate(db, only.new_key), None)
+    declared = await reconcile_apikey(db, "k", {**spec, "grants": both, "defaultSpace": "handbook"}, store)
+    assert declared.status["defaultSpace"] == "handbook"
+    # The status says what the server does.
+    context = identity.resolve_space(await identity.authenticate(db, only.new_key), None)
+    assert context.space.key == "handbook"
 
 
 async def test_rotation_without_a_key_store_happens_once_per_generation(db: Database) -> None:

@@ -54,15 +54,9 @@ app.kubernetes.io/part-of: memory-mcp
 {{- end }}
 {{- end }}
 
-{{/* Images. */}}
+{{/* A component's image. Call with (dict "ctx" $ "image" .Values.server.image). */}}
 {{- define "memory-mcp.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
-{{- end }}
-
-{{- define "memory-mcp.embedder.image" -}}
-{{- $repository := default .Values.image.repository .Values.embedder.image.repository }}
-{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.embedder.image.tag }}
-{{- printf "%s:%s" $repository $tag }}
+{{- printf "%s:%s" .image.repository (default (default .ctx.Chart.AppVersion .ctx.Values.image.tag) .image.tag) }}
 {{- end }}
 
 {{/*
@@ -108,7 +102,7 @@ runs the database, otherwise the external Secret the operator of the release pro
 {{- end }}
 
 {{/*
-A container command; with devReload it runs under watchfiles (shipped with ray[serve]), which
+A container command; with devReload it runs under watchfiles (uvicorn[standard] brings it), which
 restarts it when a synced source file under /app changes. Call with (dict "ctx" $ "args" (list ...)).
 */}}
 {{- define "memory-mcp.command" -}}

@@ -56,6 +56,7 @@ def serve(
     """Serve MCP at /mcp (plus /v1, /healthz, /readyz, /metrics); embedded PostgreSQL by default."""
     import uvicorn
 
+    from memory_mcp.core import tracing
     from memory_mcp.core.database import prepare_database
     from memory_mcp.core.logs import configure_logging
     from memory_mcp.server.app import create_app
@@ -71,6 +72,10 @@ def serve(
         log_format=log_format,
     )
     configure_logging(settings.log_level, settings.log_format)
+    try:
+        tracing.setup("memory-mcp-server")
+    except tracing.TracingNotInstalled as exc:
+        raise fail(str(exc)) from None
     # Before the database or the model: a taken port fails now, not after the model has loaded.
     if problem := port_problem(settings.host, settings.port):
         raise fail(f"cannot listen on {settings.host}:{settings.port}: {problem}; choose another with --port")

@@ -16,6 +16,7 @@ from typing import Any, Protocol, get_args, runtime_checkable
 
 import httpx2
 
+from memory_mcp.core import tracing
 from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from memory_mcp.core.metrics import EMBEDDING_DURATION, EMBEDDING_FAILURES
 from memory_mcp.core.settings import Settings
@@ -147,9 +148,15 @@ class _BaseEmbedder(ABC):
         if not texts:
             return []
         started = time.perf_counter()
+        attributes: dict[str, str | int] = {
+            "embedder.backend": self.backend,
+            "embedder.kind": kind,
+            "embedder.texts": len(texts),
+        }
         try:
-            async with asyncio.timeout(self._timeout_s):
-                vectors = await self._embed(texts, kind)
+            with tracing.span("embed", **attributes):
+                async with asyncio.timeout(self._timeout_s):
+                    vectors = await self._embed(texts, kind)
         except EmbedderUnavailable:
             EMBEDDING_FAILURES.labels(backend=self.backend).inc()
             raise
@@ -293,6 +300,7 @@ class RemoteEmbedder(_BaseEmbedder):
         # connections beyond a smaller keep-alive pool costs more than the request itself.
         limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         client = httpx2.AsyncClient(base_url=base, timeout=httpx2.Timeout(timeout_s), limits=limits)
+        tracing.instrument_http_client(client)
         try:
             async with asyncio.timeout(timeout_s):
                 info = await _request_json(client, "GET", "/info", base)

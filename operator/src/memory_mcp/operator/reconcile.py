@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_mcp.store import apikeys, keys, spaces, users, validation
+from memory_mcp.store import apikeys, identity, keys, spaces, users, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import Conflict, NotFound, SpaceNotFound, ValidationError
 from memory_mcp.store.models import User
@@ -441,6 +441,8 @@ async def _key_outcome(db: Database, name: str, wanted: ApiKeySpec, user: User, 
         "keyPrefix": key.prefix,
         "secretName": wanted.secret_ref.name,
         "rotationGeneration": run.generation,
+        # What the "Default Space" column shows; None clears a value that no longer holds.
+        "defaultSpace": identity.default_space(wanted.default_space, sorted(grants)),
     }
     if run.generated_at is not None:
         status["lastRotated"] = run.generated_at.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_mcp.core import metrics, package_version
+from memory_mcp.core import metrics, package_version, tracing
 from memory_mcp.core.logs import describe_exception, request_id_var
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
@@ -68,7 +68,12 @@ class RequestMetrics:
             return
         started = time.perf_counter()
         status = 500
-        request_id = dict(scope["headers"]).get(b"x-request-id", b"").decode()[:64] or uuid.uuid4().hex
+        # With tracing on, the trace id: a log line and its trace share one id.
+        request_id = (
+            tracing.trace_id()
+            or dict(scope["headers"]).get(b"x-request-id", b"").decode()[:64]
+            or uuid.uuid4().hex
+        )
         token = request_id_var.set(request_id)
 
         async def send_wrapper(message: Message) -> None:
@@ -353,6 +358,8 @@ def create_app(
     app.add_middleware(UploadCors)  # widgets post files from the host's origin
     app.add_middleware(ErrorBoundary)
     app.add_middleware(RequestMetrics)
+    tracing.instrument_app(app)
+    tracing.instrument_engine(db.engine)
     return app
 
 

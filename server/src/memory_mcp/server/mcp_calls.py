@@ -16,7 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from memory_mcp.core import metrics
+from memory_mcp.core import metrics, tracing
 from memory_mcp.store import validation
 from memory_mcp.store.errors import AuthenticationFailed, StoreError
 from memory_mcp.store.models import Caller
@@ -81,7 +81,8 @@ async def call(
     started = time.perf_counter()
     outcome = "error"
     try:
-        result = await run(await caller_of(service))
+        with tracing.span(tool):
+            result = await run(await caller_of(service))
         outcome = "ok"
         return CallToolResult(
             content=[TextContent(type="text", text=text(result))],

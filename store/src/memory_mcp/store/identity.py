@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
@@ -20,6 +21,8 @@ from .spaces import upsert_space
 from .users import upsert_user
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S")
 
 # --- authentication and space resolution --------------------------------------------------------
 
@@ -96,13 +99,22 @@ def _failed(reason: str, prefix: str | None) -> AuthenticationFailed:
     return AuthenticationFailed(reason, prefix)
 
 
+def default_space(declared: S | None, granted: Sequence[S]) -> S | None:
+    """The space a key falls back to when a request names none and no space is active: its declared
+    default space while it is granted, else its only grant; with several grants and no default, none.
+    """
+    if declared is not None and declared in granted:
+        return declared
+    return granted[0] if len(granted) == 1 else None
+
+
 def current_grant(caller: Caller) -> Grant | None:
-    """The grant of the key's active space, else of its default space, else its only grant."""
-    for space_id in (caller.key.active_space_id, caller.key.default_space_id):
-        grant = caller.grant_for(space_id) if space_id else None
-        if grant is not None:
-            return grant
-    return caller.grants[0] if len(caller.grants) == 1 else None
+    """The grant of the key's active space, else of its default space (``default_space``)."""
+    active = caller.grant_for(caller.key.active_space_id) if caller.key.active_space_id else None
+    if active is not None:
+        return active
+    fallback = default_space(caller.key.default_space_id, [g.space.id for g in caller.grants])
+    return caller.grant_for(fallback) if fallback is not None else None
 
 
 def resolve_space(caller: Caller, container_tag: str | None, field: str = "containerTag") -> SpaceContext:
