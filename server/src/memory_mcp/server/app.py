@@ -31,8 +31,11 @@ from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
 
 from .api_docs import install_api_docs
+from .bearer import Challenge
 from .documents_worker import DocumentWorker
+from .mcp_calls import McpAuth
 from .mcp_tools import build_mcp
+from .oauth_metadata import install_oauth
 from .rest import build_router
 from .rest_common import (
     ErrorResponse,
@@ -231,7 +234,7 @@ def create_app(
     """
     service = MemoryService(db, embedder, settings)
     public_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    mcp = build_mcp(service, issuer_url=f"http://{public_host}:{settings.port}")
+    mcp = build_mcp(service, origin=f"http://{public_host}:{settings.port}")
     # Behind an ingress the Host header is the public name; loopback binds keep DNS-rebinding checks.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=settings.host in LOOPBACK,
@@ -329,13 +332,16 @@ def create_app(
     install_api_docs(app)
     # A route of its own rather than a mount at "/": a mount matches every path, which turned unknown
     # paths into the MCP app's plain-text 404 and a wrong method on a REST route into a 404 too.
-    app.router.routes.append(Route("/mcp", mcp_app, include_in_schema=False))
+    app.router.routes.append(Route("/mcp", McpAuth(mcp_app, service), include_in_schema=False))
+    if settings.oauth_enabled:
+        install_oauth(app, service)
     # Largest request body by path prefix (the longest matching prefix decides). REST and MCP parse
     # JSON bodies in memory and share the default; an upload route adds its own, larger limit here.
     upload_limit = settings.max_upload_bytes + UPLOAD_ENVELOPE_BYTES
     app.add_middleware(
         BodyLimit, limits={"": settings.max_body_bytes, **dict.fromkeys(UPLOAD_PATHS, upload_limit)}
     )
+    app.add_middleware(Challenge, settings=settings)
     app.add_middleware(
         AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
     )
