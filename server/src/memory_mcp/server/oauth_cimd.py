@@ -18,7 +18,7 @@ import socket
 import ssl
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import httpx2
 
@@ -118,39 +118,53 @@ async def fetch_document(url: str, settings: Settings) -> Any:
     if not addresses or any(_address_refused(a, settings.oauth_cimd_allow_loopback) for a in addresses):
         metrics.OAUTH_EVENTS.labels(event="cimd_refused_address").inc()
         raise ClientRefused("the client's metadata URL points at a private or local address")
-    address = addresses[0]
-    literal = f"[{address}]" if ":" in address else address
-    target = parts._replace(scheme="https", netloc=f"{literal}:{port}").geturl()
-    limit = settings.oauth_cimd_max_bytes
     try:
-        async with (
-            asyncio.timeout(settings.oauth_cimd_timeout_s),
-            httpx2.AsyncClient(
-                verify=ssl.create_default_context(), follow_redirects=False, trust_env=False
-            ) as http,
-            http.stream(
-                "GET",
-                target,
-                headers={"Host": parts.netloc.rsplit("@", 1)[-1], "Accept": "application/json"},
-                extensions={"sni_hostname": host},
-            ) as response,
-        ):
-            if response.status_code != 200:
-                raise ClientRefused(f"the client's metadata URL answered {response.status_code}")
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > limit:
-                raise ClientRefused(f"the client's metadata document is over {limit} bytes")
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > limit:
-                    raise ClientRefused(f"the client's metadata document is over {limit} bytes")
+        async with asyncio.timeout(settings.oauth_cimd_timeout_s):
+            body = await _first_answer(
+                parts.netloc, host, port, parts, addresses, settings.oauth_cimd_max_bytes
+            )
     except TimeoutError:
         raise ClientRefused("the client's metadata URL did not answer in time") from None
-    except httpx2.HTTPError as exc:
-        log.warning("fetching a client metadata document failed: %s", exc.__class__.__name__)
-        raise ClientRefused("the client's metadata URL could not be fetched over verified https") from None
     try:
         return json.loads(bytes(body))
     except ValueError:
         raise ClientRefused("the client's metadata document is not JSON") from None
+
+
+async def _first_answer(
+    netloc: str, host: str, port: int, parts: SplitResult, addresses: list[str], limit: int
+) -> bytes:
+    """The body from the first checked address that takes the connection (a name may resolve to
+    ::1 and 127.0.0.1 while the server listens on one), verified for ``host``'s certificate."""
+    failure: Exception | None = None
+    async with httpx2.AsyncClient(
+        verify=ssl.create_default_context(), follow_redirects=False, trust_env=False
+    ) as http:
+        for address in addresses:
+            literal = f"[{address}]" if ":" in address else address
+            target = parts._replace(netloc=f"{literal}:{port}").geturl()
+            try:
+                async with http.stream(
+                    "GET",
+                    target,
+                    headers={"Host": netloc, "Accept": "application/json"},
+                    extensions={"sni_hostname": host},
+                ) as response:
+                    if response.status_code != 200:
+                        raise ClientRefused(f"the client's metadata URL answered {response.status_code}")
+                    declared = response.headers.get("content-length", "")
+                    if declared.isdigit() and int(declared) > limit:
+                        raise ClientRefused(f"the client's metadata document is over {limit} bytes")
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > limit:
+                            raise ClientRefused(f"the client's metadata document is over {limit} bytes")
+                    return bytes(body)
+            except httpx2.ConnectError as exc:
+                failure = exc
+            except httpx2.HTTPError as exc:
+                failure = exc
+                break
+    log.warning("fetching a client metadata document failed: %s", failure.__class__.__name__)
+    raise ClientRefused("the client's metadata URL could not be fetched over verified https")
