@@ -80,19 +80,23 @@ class SigningKeys:
 
     Keys come from a folder of PEM files (a Kubernetes Secret; the name sorting last signs) when
     ``folder`` is set, else from the database, where the first pod to need one creates it. Kept in
-    memory; an unknown ``kid`` (another pod rotated) reloads at most once every ``reload_s``.
+    memory, and read again every ``refresh_s`` (so every pod signs with a rotated key within a
+    minute) or when an unknown ``kid`` arrives (at most once every ``reload_s``).
     """
 
-    def __init__(self, folder: Path | None, overlap_s: int, reload_s: float = 5.0) -> None:
+    def __init__(
+        self, folder: Path | None, overlap_s: int, reload_s: float = 5.0, refresh_s: float = 60.0
+    ) -> None:
         self.folder = folder
         self.overlap_s = overlap_s
         self.reload_s = reload_s
+        self.refresh_s = refresh_s
         self._keys: dict[str, SigningKey] = {}
         self._signing: SigningKey | None = None
         self._loaded_at = float("-inf")
 
     async def signing_key(self, db: Database) -> SigningKey:
-        if self._signing is None:
+        if self._signing is None or time.monotonic() - self._loaded_at >= self.refresh_s:
             await self._load(db, create=True)
         assert self._signing is not None
         return self._signing
