@@ -81,6 +81,14 @@ async def test_a_public_url_is_the_resource_behind_an_ingress(
     ):
         mcp = (await http.get("/.well-known/oauth-protected-resource/mcp")).json()
         refused = await _mcp(http, None)
+        # A tunnel to a loopback server hands requests on with the public host name: still served.
+        key = await _key(running)
+        tunnelled = await http.post(
+            "/mcp",
+            json=INITIALIZE,
+            headers={**MCP_HEADERS, "Host": "memory.example.com", "Authorization": f"Bearer {key}"},
+        )
+    assert tunnelled.status_code == 200, tunnelled.text
     assert mcp["resource"] == "https://memory.example.com/mcp"
     assert mcp["authorization_servers"] == ["https://memory.example.com/"]
     assert (

@@ -236,10 +236,13 @@ def create_app(
     public_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
     mcp = build_mcp(service, origin=f"http://{public_host}:{settings.port}")
     # Behind an ingress the Host header is the public name; loopback binds keep DNS-rebinding checks.
+    # A public URL (a tunnel to a laptop's loopback server) is a name this server answers to as well.
+    public = [settings.public_url.split("://", 1)[1]] if settings.public_url else []
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=settings.host in LOOPBACK,
-        allowed_hosts=[f"{h}:{settings.port}" for h in LOOPBACK] + list(LOOPBACK),
-        allowed_origins=[f"http://{h}:{settings.port}" for h in LOOPBACK],
+        allowed_hosts=[f"{h}:{settings.port}" for h in LOOPBACK] + list(LOOPBACK) + public,
+        allowed_origins=[f"http://{h}:{settings.port}" for h in LOOPBACK]
+        + ([settings.public_url] if settings.public_url else []),
     )
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
