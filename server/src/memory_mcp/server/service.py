@@ -18,6 +18,7 @@ from memory_mcp.store import (
     identity,
     memories,
     oauth,
+    oauth_keys,
     pipeline,
     profile,
     ratelimit,
@@ -83,7 +84,7 @@ class MemoryService:
         self.recalls = RecallLog()
         self.search_params = settings.search_params()
         # Access tokens stay valid for their lifetime, so a retired key verifies that much longer.
-        self.oauth_keys = oauth.SigningKeys(
+        self.oauth_keys = oauth_keys.SigningKeys(
             settings.oauth_signing_keys_dir, overlap_s=settings.oauth_access_token_ttl_s
         )
 
