@@ -256,7 +256,11 @@ async def begin_sign_in(db: Database, caller: Caller, request: SignIn, ttl_s: in
     step (the key itself never travels again)."""
     handle = secrets.token_urlsafe(32)
     async with db.transaction() as conn:
+        # Housekeeping, a few rows at a time on a rare path: sign-ins past their time, refresh
+        # tokens past theirs, codes a day after theirs (kept that long so a replay still revokes).
         await conn.execute(text("DELETE FROM oauth_sign_ins WHERE expires_at < now()"))
+        await conn.execute(text("DELETE FROM oauth_refresh_tokens WHERE expires_at < now()"))
+        await conn.execute(text("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 day'"))
         await conn.execute(
             text(
                 "INSERT INTO oauth_sign_ins (id_hash, key_id, client_id, redirect_uri, code_challenge, "
