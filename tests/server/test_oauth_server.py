@@ -311,3 +311,19 @@ async def test_registration_checks_redirects_and_is_rate_limited(
     assert plain_http.json()["error"] == other_host.json()["error"] == "invalid_redirect_uri"
     assert allowed.status_code == 201 and allowed.json()["token_endpoint_auth_method"] == "none"
     assert over.status_code == 429 and int(over.headers["retry-after"]) >= 1
+
+
+async def test_text_the_database_cannot_hold_is_refused_not_a_500(server: RunningServer, flow: Flow) -> None:
+    nul = "a\x00b"
+    page = await flow.http.get("/authorize", params=flow.authorize_params(client_id=nul))
+    state = await flow.http.get("/authorize", params=flow.authorize_params(state=nul))
+    token = await flow.http.post(
+        "/token", data={"grant_type": "authorization_code", "client_id": nul, "code": "x"}
+    )
+    named = await flow.http.post("/register", json={"client_name": nul, "redirect_uris": [REDIRECT]})
+    redirect = await flow.http.post("/register", json={"redirect_uris": [REDIRECT + nul]})
+    assert (page.status_code, state.status_code) == (400, 400)
+    assert token.status_code == 400 and token.json()["error"] == "invalid_request"
+    assert named.status_code == redirect.status_code == 400
+    key = await flow.sign_in("mmk_01234\x0056789_secret")
+    assert key.status_code == 401 and "not valid" in key.text

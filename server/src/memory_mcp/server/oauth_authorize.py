@@ -25,7 +25,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.datastructures import FormData
 
 from memory_mcp.core import metrics
-from memory_mcp.store import oauth
+from memory_mcp.store import oauth, validation
 from memory_mcp.store.errors import AuthenticationFailed, RateLimited
 from memory_mcp.store.identity import caller_for_key
 
@@ -94,8 +94,8 @@ async def _check(
         metrics.OAUTH_ERRORS.labels(endpoint="authorize", error="invalid_redirect_uri").inc()
         return error_page("redirect_uri is not one this app registered")
     state = params.get("state")
-    if state is not None and len(state) > MAX_STATE:
-        return error_page(f"state must be at most {MAX_STATE} characters")
+    if state is not None and (len(state) > MAX_STATE or validation.text_problem(state)):
+        return error_page(f"state must be text of at most {MAX_STATE} characters")
     checked = Checked(client, requested, state, {name: params.get(name) for name in FIELDS})
     if repeated:
         return _refuse(checked, resource, "invalid_request", f"{sorted(repeated)[0]} is given more than once")
@@ -179,7 +179,9 @@ def build_router(service: MemoryService) -> APIRouter:
         csrf = str(form[CSRF_FIELD])
         key = form.get("api_key")
         try:
-            caller = await service.authenticate(key if isinstance(key, str) and key else None)
+            # A form field, unlike a header, may hold NUL and control characters: never a key.
+            usable = isinstance(key, str) and key and validation.text_problem(key) is None
+            caller = await service.authenticate(key if usable and isinstance(key, str) else None)
         except AuthenticationFailed as exc:
             metrics.AUTH_FAILURES.labels(reason=exc.reason).inc()
             return sign_in_page(

@@ -24,7 +24,7 @@ import httpx2
 
 from memory_mcp.core import metrics
 from memory_mcp.core.settings import Settings
-from memory_mcp.store import oauth
+from memory_mcp.store import oauth, validation
 from memory_mcp.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ def is_metadata_url(client_id: str) -> bool:
 
 async def resolve_client(db: Database, settings: Settings, client_id: str) -> oauth.OAuthClient:
     """The live client ``client_id`` names, or :class:`ClientRefused`."""
-    if not client_id or len(client_id) > oauth.MAX_URI:
-        raise ClientRefused("client_id is missing or too long")
+    if not client_id or len(client_id) > oauth.MAX_URI or validation.text_problem(client_id):
+        raise ClientRefused("client_id is missing, too long or not text")
     client = await oauth.get_client(db, client_id)
     if client is not None and client.revoked_at is not None:
         raise ClientRefused("this app's access to Memory-MCP has been revoked")
@@ -83,7 +83,7 @@ def _client_fields(client_id: str, document: Any, settings: Settings) -> tuple[s
             "a client known by its metadata document must be a public client (auth method none)"
         )
     name = document.get("client_name")
-    if not isinstance(name, str) or not name.strip():
+    if not isinstance(name, str) or not name.strip() or validation.text_problem(name):
         name = urlsplit(client_id).hostname or client_id
     return name.strip()[: oauth.MAX_CLIENT_NAME], list(uris)
 

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import FormData
 
 from memory_mcp.core import metrics
-from memory_mcp.store import oauth
+from memory_mcp.store import oauth, validation
 
 from .bearer import Resource
 from .oauth_cimd import ClientRefused, resolve_client
@@ -65,6 +65,10 @@ def build_router(service: MemoryService) -> APIRouter:
         if form is None:
             return oauth_error(
                 "token", "invalid_request", "send the parameters as application/x-www-form-urlencoded"
+            )
+        if any(isinstance(v, str) and validation.text_problem(v) for _, v in form.multi_items()):
+            return oauth_error(
+                "token", "invalid_request", "parameters must be text without control characters"
             )
         try:
             grant_type = _single(form, "grant_type")
@@ -171,6 +175,8 @@ def build_router(service: MemoryService) -> APIRouter:
         if problem is not None:
             return oauth_error("register", *problem)
         name = metadata.get("client_name")
+        if isinstance(name, str) and (unfit := validation.text_problem(name)) is not None:
+            return oauth_error("register", "invalid_client_metadata", f"client_name {unfit}")
         name = (
             name.strip()[: oauth.MAX_CLIENT_NAME] if isinstance(name, str) and name.strip() else "Unnamed app"
         )

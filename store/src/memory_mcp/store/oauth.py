@@ -28,6 +28,7 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from . import validation
 from .audit import record
 from .db import Database
 from .errors import AuthenticationFailed, StoreError
@@ -114,6 +115,8 @@ def redirect_uri_problem(uri: str, allowed_hosts: Sequence[str]) -> str | None:
     set), or http to a loopback address (native clients, any port); absolute, without a fragment."""
     if len(uri) > MAX_URI:
         return f"a redirect URI must be at most {MAX_URI} characters"
+    if (problem := validation.text_problem(uri)) is not None:
+        return f"a redirect URI {problem}"
     try:
         parts = urlsplit(uri)
         host = (parts.hostname or "").lower()
