@@ -154,7 +154,9 @@ def test_ingress_terminates_tls_for_its_host(everything: list[Manifest]) -> None
     (rule,) = spec["rules"]
     assert spec["tls"] == [{"hosts": [rule["host"]], "secretName": "memory-mcp-tls"}]
     paths = {p["path"] for p in rule["http"]["paths"]}
-    assert paths == {"/mcp", "/v1"}
+    oauth = {"/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server"}
+    oauth |= {"/.well-known/jwks.json", "/authorize", "/token", "/revoke", "/register"}
+    assert paths == {"/mcp", "/v1"} | oauth
     assert "/metrics" not in paths
 
 

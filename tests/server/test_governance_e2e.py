@@ -160,10 +160,10 @@ async def test_a_quota_at_its_boundary_over_mcp(server: RunningServer) -> None:
 
 
 @contextmanager
-def serve_process(database_url: str) -> Iterator[str]:
+def serve_process(database_url: str, port: int | None = None, **env: str) -> Iterator[str]:
     """``memory-mcp serve`` as its own process on ``database_url`` (embedder unreachable: the
-    server serves regardless, and nothing here needs a vector)."""
-    port = free_port()
+    server serves regardless, and nothing here needs a vector), with ``env`` added to its settings."""
+    port = port or free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -180,7 +180,7 @@ def serve_process(database_url: str) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning", "MEMORY_MCP_BOOTSTRAP": "false"},
+        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning", "MEMORY_MCP_BOOTSTRAP": "false", **env},
     )
     base = f"http://127.0.0.1:{port}"
     try:

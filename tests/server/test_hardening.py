@@ -270,7 +270,12 @@ async def test_failed_keys_are_throttled_while_valid_keys_keep_working(
                 failed = await http.get("/v1/whoami", headers={"Authorization": f"Bearer {bad}"})
                 error_of(failed, 401)
             retry_after(await http.get("/v1/whoami", headers={"Authorization": f"Bearer {bad_keys[3]}"}))
-            retry_after(await http.get("/v1/whoami"))
+            # No credential at all is how an OAuth client discovers where to sign in: still a 401
+            # with its challenge, and not counted.
+            discovery = await http.get("/v1/whoami")
+            assert (
+                discovery.status_code == 401 and "resource_metadata" in discovery.headers["www-authenticate"]
+            )
             retry_after(
                 await http.post(
                     "/mcp",

@@ -124,3 +124,23 @@ restarts it when a synced source file under /app changes. Call with (dict "ctx" 
 - name: tmp
   mountPath: /tmp
 {{- end }}
+
+{{/*
+The Secret of OAuth signing keys: the one named in values, else the chart's own.
+*/}}
+{{- define "memory-mcp.oauth.secretName" -}}
+{{- .Values.oauth.signingKeysSecret | default (printf "%s-oauth-signing-keys" (include "memory-mcp.fullname" .)) }}
+{{- end }}
+
+{{/*
+The OAuth routes the ingress adds to ingress.paths (metadata, the authorization server).
+*/}}
+{{- define "memory-mcp.oauth.paths" -}}
+- /.well-known/oauth-protected-resource
+- /.well-known/oauth-authorization-server
+- /.well-known/jwks.json
+- /authorize
+- /token
+- /revoke
+- /register
+{{- end }}

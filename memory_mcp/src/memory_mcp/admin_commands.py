@@ -77,7 +77,7 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else ""
 
 
-def _print_rows(rows: Sequence[Any], columns: Sequence[tuple[str, str]], as_json: bool, title: str) -> None:
+def print_rows(rows: Sequence[Any], columns: Sequence[tuple[str, str]], as_json: bool, title: str) -> None:
     """``rows`` (dataclasses) as JSON on stdout, or as a Rich table of ``columns`` (field, heading)."""
     if as_json:
         print(json.dumps([asdict(r) for r in rows], default=_json_value, indent=2))
@@ -151,7 +151,7 @@ def space_list(as_json: AsJson = False, data_dir: DataDir = None, database_url: 
     async def work(_: Settings, db: Database) -> list[admin.SpaceRow]:
         return await admin.list_spaces(db)
 
-    _print_rows(
+    print_rows(
         on_database(data_dir, database_url, work),
         [
             ("key", "key"),
@@ -235,7 +235,7 @@ def user_list(as_json: AsJson = False, data_dir: DataDir = None, database_url: D
     async def work(_: Settings, db: Database) -> list[admin.UserRow]:
         return await admin.list_users(db)
 
-    _print_rows(
+    print_rows(
         on_database(data_dir, database_url, work),
         [
             ("name", "name"),
@@ -348,7 +348,7 @@ def key_list(as_json: AsJson = False, data_dir: DataDir = None, database_url: Da
     async def work(_: Settings, db: Database) -> list[admin.KeyRow]:
         return await admin.list_keys(db)
 
-    _print_rows(
+    print_rows(
         on_database(data_dir, database_url, work),
         [
             ("name", "name"),
@@ -371,7 +371,7 @@ def key_revoke(
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Revoke an API key: it stops working at once."""
+    """Revoke an API key: it stops working at once, and so do the OAuth tokens granted from it."""
     from memory_mcp.store import admin
 
     async def work(_: Settings, db: Database) -> bool:

@@ -40,6 +40,17 @@ EMBEDDING_FAILURES = Counter(
 )
 SECRET_REFUSALS = Counter("memory_mcp_secret_refusals_total", "Writes refused as credentials", ["kind"])
 AUTH_FAILURES = Counter("memory_mcp_auth_failures_total", "Requests refused at authentication", ["reason"])
+OAUTH_EVENTS = Counter(
+    "memory_mcp_oauth_events_total",
+    "OAuth events: consent, denied, token_issued, refreshed, refresh_reused, code_replayed, revoked, "
+    "client_registered, cimd_fetched, cimd_refused_address",
+    ["event"],
+)
+OAUTH_ERRORS = Counter(
+    "memory_mcp_oauth_errors_total",
+    "OAuth requests refused, by endpoint and RFC error code",
+    ["endpoint", "error"],
+)
 DB_POOL_SIZE = Gauge("memory_mcp_db_pool_size", "Configured database connections in the pool")
 DB_POOL_IN_USE = Gauge("memory_mcp_db_pool_in_use", "Database connections checked out of the pool")
 MEMORIES_PENDING_EMBEDDING = Gauge(

@@ -95,8 +95,32 @@ class Settings(BaseSettings):
     document_lease_s: float = Field(default=60.0, gt=0)
     document_max_attempts: int = Field(default=3, ge=1, le=100)
     document_poll_s: float = Field(default=2.0, gt=0)
-    # Where uploadUrl points (behind an ingress: its public URL); unset, the request's own address.
+    # The public origin (https://memory.example.com): where uploadUrl points, the OAuth issuer, and
+    # the audience of access tokens (PUBLIC_URL/mcp). Unset, each request's own address (a laptop).
     public_url: str | None = None
+
+    # OAuth 2.1 beside API keys (docs/security.md, "OAuth"). The built-in authorization server signs
+    # in with an API key; off, the server takes API keys only.
+    oauth_enabled: bool = True
+    oauth_access_token_ttl_s: int = Field(default=3600, ge=60, le=24 * 3600)
+    oauth_refresh_token_ttl_s: int = Field(default=30 * 24 * 3600, ge=3600)
+    # An authorization code lives at most 60 s (and works once).
+    oauth_code_ttl_s: int = Field(default=60, ge=5, le=60)
+    # From signing in with a key to pressing Allow.
+    oauth_sign_in_ttl_s: int = Field(default=600, ge=60, le=3600)
+    # Ed25519 PEM files (a mounted Secret; the name sorting last signs). Unset: keys in the database.
+    oauth_signing_keys_dir: Path | None = None
+    # Redirect hosts a client may register or name (e.g. claude.ai, chatgpt.com); empty: any https
+    # host. Loopback redirects (http://127.0.0.1:PORT/..., http://localhost:PORT/...) are always allowed.
+    oauth_redirect_hosts: list[str] = Field(default_factory=list)
+    # Dynamic client registrations per client address per hour (per server process).
+    oauth_registrations_per_hour: int = Field(default=20, ge=1)
+    # Client ID Metadata Documents: fetched over https only, from public addresses only (loopback
+    # only when this is on, for tests), at most this size and time, and cached this long.
+    oauth_cimd_allow_loopback: bool = False
+    oauth_cimd_max_bytes: int = Field(default=16 * 1024, ge=512, le=1024 * 1024)
+    oauth_cimd_timeout_s: float = Field(default=5.0, gt=0, le=30)
+    oauth_cimd_cache_s: int = Field(default=3600, ge=0)
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # "auto": readable lines in a terminal, one JSON object a line otherwise (pods, files, pipes).
@@ -111,6 +135,24 @@ class Settings(BaseSettings):
             value = "postgresql://" + value[len("postgres://") :]
         if not value.startswith(("postgresql://", "postgresql+psycopg://")):
             raise ValueError("database_url must start with postgresql:// or postgresql+psycopg://")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        value = value.rstrip("/")
+        scheme, sep, rest = value.partition("://")
+        if (
+            scheme not in ("http", "https")
+            or not sep
+            or not rest
+            or "/" in rest
+            or "?" in rest
+            or "#" in rest
+        ):
+            raise ValueError("public_url must be an origin such as https://memory.example.com (no path)")
         return value
 
     @field_validator("embedder")

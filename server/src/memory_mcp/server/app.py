@@ -32,8 +32,11 @@ from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
 
 from .api_docs import install_api_docs
+from .bearer import Challenge
 from .documents_worker import DocumentWorker
+from .mcp_calls import McpAuth
 from .mcp_tools import build_mcp
+from .oauth_metadata import install_oauth
 from .rest import build_router
 from .rest_common import (
     ErrorResponse,
@@ -246,12 +249,15 @@ def create_app(
     """
     service = MemoryService(db, embedder, settings)
     public_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    mcp = build_mcp(service, issuer_url=f"http://{public_host}:{settings.port}")
+    mcp = build_mcp(service, origin=f"http://{public_host}:{settings.port}")
     # Behind an ingress the Host header is the public name; loopback binds keep DNS-rebinding checks.
+    # A public URL (a tunnel to a laptop's loopback server) is a name this server answers to as well.
+    public = [settings.public_url.split("://", 1)[1]] if settings.public_url else []
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=settings.host in LOOPBACK,
-        allowed_hosts=[f"{h}:{settings.port}" for h in LOOPBACK] + list(LOOPBACK),
-        allowed_origins=[f"http://{h}:{settings.port}" for h in LOOPBACK],
+        allowed_hosts=[f"{h}:{settings.port}" for h in LOOPBACK] + list(LOOPBACK) + public,
+        allowed_origins=[f"http://{h}:{settings.port}" for h in LOOPBACK]
+        + ([settings.public_url] if settings.public_url else []),
     )
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
@@ -344,7 +350,9 @@ def create_app(
     install_api_docs(app)
     # A route of its own rather than a mount at "/": a mount matches every path, which turned unknown
     # paths into the MCP app's plain-text 404 and a wrong method on a REST route into a 404 too.
-    app.router.routes.append(Route("/mcp", mcp_app, include_in_schema=False))
+    app.router.routes.append(Route("/mcp", McpAuth(mcp_app, service), include_in_schema=False))
+    if settings.oauth_enabled:
+        install_oauth(app, service)
     # Largest request body by path prefix (the longest matching prefix decides). REST and MCP parse
     # JSON bodies in memory and share the default; an upload route adds its own, larger limit here.
     upload_limit = settings.max_upload_bytes + UPLOAD_ENVELOPE_BYTES
@@ -352,6 +360,7 @@ def create_app(
         BodyLimit,
         limits={"": settings.max_body_bytes, **dict.fromkeys((*UPLOAD_PATHS, *IMPORT_PATHS), upload_limit)},
     )
+    app.add_middleware(Challenge, settings=settings)
     app.add_middleware(
         AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
     )

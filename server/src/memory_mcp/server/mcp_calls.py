@@ -5,28 +5,30 @@ Shared by every module that registers tools (``mcp_tools``, ``mcp_apps``, ``mcp_
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
-from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.authentication import AuthCredentials
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memory_mcp.core import metrics, tracing
 from memory_mcp.store import validation
 from memory_mcp.store.errors import AuthenticationFailed, StoreError
 from memory_mcp.store.models import Caller
+from memory_mcp.store.oauth import SCOPE
 
+from . import bearer
+from .rest_common import error_response
 from .service import MemoryService
 
 M = TypeVar("M", bound=BaseModel)
-
-# The caller verified for this request; set by the token verifier, read by every tool.
-_current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
 
 ContainerTag = Annotated[
     str | None,
@@ -39,39 +41,57 @@ Page = Annotated[int, Field(ge=1, le=validation.MAX_PAGE)]
 Limit = Annotated[int, Field(ge=1, le=validation.MAX_LIMIT)]
 
 
-class KeyVerifier:
-    """MCP TokenVerifier: the bearer token is a Memory-MCP API key, checked against the database."""
+class CallerToken(AccessToken):
+    """The SDK's record of a verified bearer, carrying the caller it stands for."""
 
-    def __init__(self, service: MemoryService) -> None:
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    caller: Caller
+
+
+class McpAuth:
+    """Pure ASGI middleware in front of the MCP app: the request's bearer (an API key or an OAuth
+    access token, read by the one parser REST uses too) becomes the verified caller, handed to the
+    tools with the SDK's access token; a request without a valid one is answered 401 here, in the
+    REST error shape (``bearer.Challenge`` adds the challenge)."""
+
+    def __init__(self, app: ASGIApp, service: MemoryService) -> None:
+        self.app = AuthContextMiddleware(app)
         self.service = service
 
-    async def verify_token(self, token: str) -> AccessToken | None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        credential = bearer.presented(scope)
         try:
-            caller = await self.service.authenticate(token)
+            caller = await self.service.authenticate(
+                credential.token, bearer.Resource.of(scope, self.service.settings)
+            )
         except AuthenticationFailed as exc:
             metrics.AUTH_FAILURES.labels(reason=exc.reason).inc()
-            return None
-        _current_caller.set(caller)
-        return AccessToken(
-            token=token,
+            await error_response(exc)(scope, receive, send)
+            return
+        except StoreError as exc:  # the rate limit, the database
+            await error_response(exc)(scope, receive, send)
+            return
+        assert credential.token is not None
+        token = CallerToken(
+            token=credential.token,
             client_id=caller.key.name,
             subject=str(caller.user.id),
-            scopes=["memory"],
+            scopes=[SCOPE],
+            caller=caller,
         )
+        user = AuthenticatedUser(token)
+        await self.app({**scope, "user": user, "auth": AuthCredentials(user.scopes)}, receive, send)
 
 
 async def caller_of(service: MemoryService) -> Caller:
-    caller = _current_caller.get()
-    if caller is not None:
-        return caller
-    # The verifier ran in another context (it should not, but never trust a missing identity).
+    """The caller verified for this request (``McpAuth`` ran before any tool)."""
     token = get_access_token()
-    if token is None:
+    if not isinstance(token, CallerToken):
         raise ToolError("not authenticated")
-    try:
-        return await service.authenticate(token.token)
-    except AuthenticationFailed as exc:
-        raise ToolError(str(exc)) from None
+    return token.caller
 
 
 async def call(

@@ -35,6 +35,7 @@ from memory_mcp.store.errors import (
 )
 from memory_mcp.store.models import Caller
 
+from . import bearer
 from .service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -238,20 +239,20 @@ OptionalSpaceKey = Annotated[str | None, Field(max_length=validation.MAX_SPACE_K
 # Declares the scheme in OpenAPI (so the Authorize button of /docs sends the key); the check is below.
 _bearer = HTTPBearer(
     auto_error=False,
-    bearerFormat="mmk_...",
-    description="A Memory-MCP API key, sent as `Authorization: Bearer mmk_...`.",
+    bearerFormat="mmk_... or JWT",
+    description="A Memory-MCP API key (`Authorization: Bearer mmk_...`) or an OAuth access token.",
 )
 
 
 async def authenticated_caller(
     request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None
 ) -> Caller:
-    """The caller behind ``Authorization: Bearer <key>``; anything else is a 401."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    presented = token.strip() if scheme.lower() == "bearer" else ""
+    """The caller behind ``Authorization: Bearer <key or access token>``; anything else is a 401."""
     service: MemoryService = request.app.state.service
     try:
-        return await service.authenticate(presented or None)
+        return await service.authenticate(
+            bearer.presented(request.scope).token, bearer.Resource.of(request.scope, service.settings)
+        )
     except AuthenticationFailed as exc:
         metrics.AUTH_FAILURES.labels(reason=exc.reason).inc()
         raise

@@ -17,6 +17,8 @@ from memory_mcp.store import (
     documents,
     identity,
     memories,
+    oauth,
+    oauth_keys,
     pipeline,
     profile,
     ratelimit,
@@ -29,6 +31,7 @@ from memory_mcp.store.errors import RateLimited, SecretRefused, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
 from memory_mcp.store.secrets import find_secret
 
+from .bearer import Resource
 from .documents_worker import embed_batches
 from .schemas import (
     AddOut,
@@ -80,10 +83,28 @@ class MemoryService:
         self.settings = settings
         self.recalls = RecallLog()
         self.search_params = settings.search_params()
+        # Access tokens stay valid for their lifetime, so a retired key verifies that much longer.
+        self.oauth_keys = oauth_keys.SigningKeys(
+            settings.oauth_signing_keys_dir, overlap_s=settings.oauth_access_token_ttl_s
+        )
 
-    async def authenticate(self, token: str | None) -> Caller:
-        """The verified caller, with one request spent from its key's rate limit (if it has one)."""
-        caller = await identity.authenticate(self.db, token)
+    async def authenticate(self, token: str | None, resource: Resource | None = None) -> Caller:
+        """The verified caller, with one request spent from its key's rate limit (if it has one).
+
+        ``token`` is an API key, or (with ``resource``, the server as this request sees it) an
+        OAuth access token, worth at most the key it was granted from.
+        """
+        if (
+            token is not None
+            and resource is not None
+            and self.settings.oauth_enabled
+            and oauth.looks_like_jwt(token)
+        ):
+            caller = await oauth.caller_for_access_token(
+                self.db, self.oauth_keys, token, issuer=resource.issuer, audiences=resource.audiences
+            )
+        else:
+            caller = await identity.authenticate(self.db, token)
         try:
             await ratelimit.spend(self.db, caller.key)
         except RateLimited:

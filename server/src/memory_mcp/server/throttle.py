@@ -4,7 +4,7 @@ Keys carry 256 random bits, so this is not what stops guessing; it stops a misbe
 client from hammering the key lookup and filling the log, and tells it to back off (429 with
 Retry-After). It never refuses a valid key: every request is still authenticated as usual, and
 only a failure is answered 429 instead of 401 once its address or its key prefix is over the
-limit. Colleagues behind one address, or the owner of a prefix someone is guessing at, keep working.
+limit. A request without any credential is not counted (see ``AuthThrottle._failed``). Colleagues behind one address, or the owner of a prefix someone is guessing at, keep working.
 
 The counts live in this process's memory, bounded and expiring. That is enough for the purpose:
 with several server pods each counts on its own, so a client gets at most the limit times the
@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_mcp.store import keys
 
+from .bearer import PROTECTED_PREFIXES, presented
 from .rest_common import ErrorResponse
 
 log = logging.getLogger(__name__)
@@ -60,9 +61,8 @@ class FailureCounts:
 
 def presented_prefix(scope: Scope) -> str | None:
     """The lookup prefix of the bearer key a request presents, if it is shaped like one of ours."""
-    header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-    scheme, _, token = header.partition(" ")
-    return keys.prefix_of(token.strip()) if scheme.lower() == "bearer" else None
+    token = presented(scope).token
+    return keys.prefix_of(token) if token is not None else None
 
 
 class AuthThrottle:
@@ -94,7 +94,16 @@ class AuthThrottle:
         await self.app(scope, receive, send_wrapper)
 
     def _failed(self, scope: Scope) -> float | None:
-        """Count a failure; the seconds to wait when its address or key prefix is over the limit."""
+        """Count a failure; the seconds to wait when its address or key prefix is over the limit.
+
+        A request to ``/mcp`` or ``/v1`` that sent no credential at all is not a failed
+        authentication: it is how an OAuth client discovers where to sign in (the 401's challenge).
+        It is neither counted nor throttled, so discovery never spends the budget of the callers
+        behind the same address, and always gets its challenge. (A wrong key typed into the
+        sign-in page is counted: that page's 401 comes with no Authorization header.)
+        """
+        if scope.get("path", "").startswith(PROTECTED_PREFIXES) and not presented(scope).sent:
+            return None
         client = scope.get("client")
         checks = [("address", client[0] if client else "unknown", self.by_address)]
         prefix = presented_prefix(scope)

@@ -273,6 +273,14 @@ async def revoke_key(db: Database, name: str, actor: str = "system") -> bool:
             )
         ).first()
         if row is not None:
+            # Its OAuth grants go with it: refresh tokens are refused, access tokens stop at once.
+            await conn.execute(
+                text(
+                    "UPDATE oauth_families SET revoked_at = now(), revoked_reason = 'key revoked' "
+                    "WHERE key_id = :k AND revoked_at IS NULL"
+                ),
+                {"k": row.id},
+            )
             await record(conn, actor, "key.revoked", "api_key", name)
     return row is not None
 

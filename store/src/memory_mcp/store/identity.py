@@ -26,7 +26,7 @@ S = TypeVar("S")
 
 # --- authentication and space resolution --------------------------------------------------------
 
-_CALLER_SQL = f"""
+CALLER_SQL = f"""
     SELECT {KEY_COLUMNS}, k.key_hash, u.name AS u_name, u.email, u.display_name, u.role, u.active,
       COALESCE((
         SELECT json_agg(json_build_array(s.id, s.key, s.display_name, s.description, s.deletion_policy,
@@ -35,8 +35,8 @@ _CALLER_SQL = f"""
         WHERE g.key_id = k.id AND s.detached_at IS NULL), '[]') AS grants
     FROM api_keys k JOIN users u ON u.id = k.user_id
     """
-_AUTH_SQL = _CALLER_SQL + " WHERE k.prefix = %(prefix)s"
-_KEY_ID_SQL = _CALLER_SQL + " WHERE k.id = %(id)s"
+_AUTH_SQL = CALLER_SQL + " WHERE k.prefix = %(prefix)s"
+_KEY_ID_SQL = CALLER_SQL + " WHERE k.id = %(id)s"
 _DUMMY_HASH = keys.hash_key("mmk_0000000000_not-a-key")
 
 
@@ -58,7 +58,7 @@ async def authenticate(db: Database, plaintext: str | None) -> Caller:
         if prefix is None:
             raise _failed("malformed_key" if plaintext else "missing_key", None)
         raise _failed("unknown_key" if row is None else "wrong_secret", prefix)
-    return _caller_from_row(row, prefix)
+    return caller_from_row(row, prefix)
 
 
 async def caller_for_key(db: Database, key_id: uuid.UUID) -> Caller:
@@ -69,10 +69,10 @@ async def caller_for_key(db: Database, key_id: uuid.UUID) -> Caller:
         row = await cur.fetchone()
     if row is None:
         raise _failed("unknown_key", None)
-    return _caller_from_row(row, cast(Any, row).prefix)
+    return caller_from_row(row, cast(Any, row).prefix)
 
 
-def _caller_from_row(row: Any, prefix: str | None) -> Caller:
+def caller_from_row(row: Any, prefix: str | None) -> Caller:
     now = datetime.now(UTC)
     if row.revoked_at is not None:
         raise _failed("revoked", prefix)

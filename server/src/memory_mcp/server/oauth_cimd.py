@@ -1,0 +1,170 @@
+"""Which OAuth client a ``client_id`` names: one registered here (DCR), or one whose id is the https
+URL of its Client ID Metadata Document (CIMD), fetched with guards against server-side request
+forgery and remembered in the database for ``oauth_cimd_cache_s``.
+
+The guards: https only, verified against the system trust store (``SSL_CERT_FILE`` honoured); the
+host's addresses resolved first and refused when any is private, loopback, link-local or otherwise
+not public (loopback only with ``oauth_cimd_allow_loopback``), then connected to by that checked
+address, so a second DNS answer cannot point elsewhere; no redirects; a size and a time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import socket
+import ssl
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import SplitResult, urlsplit
+
+import httpx2
+
+from memory_mcp.core import metrics
+from memory_mcp.core.settings import Settings
+from memory_mcp.store import oauth, validation
+from memory_mcp.store.db import Database
+
+log = logging.getLogger(__name__)
+
+
+class ClientRefused(Exception):
+    """The client id names no usable client; the message says why, for the error page."""
+
+
+def is_metadata_url(client_id: str) -> bool:
+    return client_id.startswith("https://")
+
+
+async def resolve_client(db: Database, settings: Settings, client_id: str) -> oauth.OAuthClient:
+    """The live client ``client_id`` names, or :class:`ClientRefused`."""
+    if not client_id or len(client_id) > oauth.MAX_URI or validation.text_problem(client_id):
+        raise ClientRefused("client_id is missing, too long or not text")
+    client = await oauth.get_client(db, client_id)
+    if client is not None and client.revoked_at is not None:
+        raise ClientRefused("this app's access to Memory-MCP has been revoked")
+    if not is_metadata_url(client_id):
+        if client is None:
+            raise ClientRefused("unknown client_id")
+        return client
+    age = (datetime.now(UTC) - client.fetched_at).total_seconds() if client is not None else None
+    if client is not None and age is not None and age < settings.oauth_cimd_cache_s:
+        return client
+    document = await fetch_document(client_id, settings)
+    name, redirect_uris = _client_fields(client_id, document, settings)
+    metrics.OAUTH_EVENTS.labels(event="cimd_fetched").inc()
+    try:
+        return await oauth.save_metadata_client(db, client_id, name, redirect_uris)
+    except oauth.OAuthError as exc:
+        raise ClientRefused(exc.description) from None
+
+
+def _client_fields(client_id: str, document: Any, settings: Settings) -> tuple[str, list[str]]:
+    if not isinstance(document, dict):
+        raise ClientRefused("the client's metadata document is not a JSON object")
+    if document.get("client_id") != client_id:
+        raise ClientRefused("the client's metadata document names another client_id")
+    uris = document.get("redirect_uris")
+    if (
+        not isinstance(uris, list)
+        or not uris
+        or len(uris) > oauth.MAX_REDIRECT_URIS
+        or not all(isinstance(u, str) for u in uris)
+    ):
+        raise ClientRefused("the client's metadata document must list its redirect_uris")
+    for uri in uris:
+        problem = oauth.redirect_uri_problem(uri, settings.oauth_redirect_hosts)
+        if problem is not None:
+            raise ClientRefused(f"the client's metadata document: {problem}")
+    if document.get("token_endpoint_auth_method", "none") != "none":
+        raise ClientRefused(
+            "a client known by its metadata document must be a public client (auth method none)"
+        )
+    name = document.get("client_name")
+    if not isinstance(name, str) or not name.strip() or validation.text_problem(name):
+        name = urlsplit(client_id).hostname or client_id
+    return name.strip()[: oauth.MAX_CLIENT_NAME], list(uris)
+
+
+def _address_refused(address: str, allow_loopback: bool) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return not allow_loopback
+    return not ip.is_global or ip.is_multicast
+
+
+async def fetch_document(url: str, settings: Settings) -> Any:
+    """GET the metadata document at ``url`` under the guards above; its JSON, or ClientRefused."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or 443
+    except ValueError:
+        raise ClientRefused("client_id is not a valid URL") from None
+    host = parts.hostname
+    if parts.scheme != "https" or not host or parts.username or parts.password or parts.fragment:
+        raise ClientRefused("a client_id URL must be https, without credentials or fragment")
+    if parts.path in ("", "/"):
+        raise ClientRefused("a client_id URL must have a path")
+    try:
+        async with asyncio.timeout(settings.oauth_cimd_timeout_s):
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, TimeoutError):
+        raise ClientRefused("the client's metadata host does not resolve") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses or any(_address_refused(a, settings.oauth_cimd_allow_loopback) for a in addresses):
+        metrics.OAUTH_EVENTS.labels(event="cimd_refused_address").inc()
+        raise ClientRefused("the client's metadata URL points at a private or local address")
+    try:
+        async with asyncio.timeout(settings.oauth_cimd_timeout_s):
+            body = await _first_answer(
+                parts.netloc, host, port, parts, addresses, settings.oauth_cimd_max_bytes
+            )
+    except TimeoutError:
+        raise ClientRefused("the client's metadata URL did not answer in time") from None
+    try:
+        return json.loads(bytes(body))
+    except ValueError:
+        raise ClientRefused("the client's metadata document is not JSON") from None
+
+
+async def _first_answer(
+    netloc: str, host: str, port: int, parts: SplitResult, addresses: list[str], limit: int
+) -> bytes:
+    """The body from the first checked address that takes the connection (a name may resolve to
+    ::1 and 127.0.0.1 while the server listens on one), verified for ``host``'s certificate."""
+    failure: Exception | None = None
+    async with httpx2.AsyncClient(
+        verify=ssl.create_default_context(), follow_redirects=False, trust_env=False
+    ) as http:
+        for address in addresses:
+            literal = f"[{address}]" if ":" in address else address
+            target = parts._replace(netloc=f"{literal}:{port}").geturl()
+            try:
+                async with http.stream(
+                    "GET",
+                    target,
+                    headers={"Host": netloc, "Accept": "application/json"},
+                    extensions={"sni_hostname": host},
+                ) as response:
+                    if response.status_code != 200:
+                        raise ClientRefused(f"the client's metadata URL answered {response.status_code}")
+                    declared = response.headers.get("content-length", "")
+                    if declared.isdigit() and int(declared) > limit:
+                        raise ClientRefused(f"the client's metadata document is over {limit} bytes")
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > limit:
+                            raise ClientRefused(f"the client's metadata document is over {limit} bytes")
+                    return bytes(body)
+            except httpx2.ConnectError as exc:
+                failure = exc
+            except httpx2.HTTPError as exc:
+                failure = exc
+                break
+    log.warning("fetching a client metadata document failed: %s", failure.__class__.__name__)
+    raise ClientRefused("the client's metadata URL could not be fetched over verified https")

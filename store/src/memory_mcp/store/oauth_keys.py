@@ -1,0 +1,175 @@
+"""The keys that sign OAuth access tokens: Ed25519, identified by their RFC 7638 thumbprint, rotated
+with an overlap. From a folder of PEM files (a Kubernetes Secret) or, on a laptop, the database."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from sqlalchemy import text
+
+from .audit import record
+from .db import Database
+from .errors import StoreError
+
+ALGORITHM = "EdDSA"  # Ed25519: small keys, and a signature checks in tens of microseconds
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+# --- signing keys -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    kid: str
+    private: Ed25519PrivateKey
+    public: Ed25519PublicKey
+    created_at: datetime
+    retired_at: datetime | None
+
+    def public_jwk(self) -> dict[str, str]:
+        raw = self.public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return {
+            "kty": "OKP",
+            "crv": "Ed25519",
+            "x": b64(raw),
+            "kid": self.kid,
+            "alg": ALGORITHM,
+            "use": "sig",
+        }
+
+
+def _kid(public: Ed25519PublicKey) -> str:
+    """The RFC 7638 thumbprint of the public key: the same key has the same id on every pod."""
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    canonical = f'{{"crv":"Ed25519","kty":"OKP","x":"{b64(raw)}"}}'
+    return b64(hashlib.sha256(canonical.encode()).digest())
+
+
+def _load_pem(pem: bytes) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(pem, password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError("an OAuth signing key must be an Ed25519 private key (PKCS#8 PEM)")
+    return key
+
+
+def _pem(key: Ed25519PrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+def generate_pem() -> str:
+    """A new Ed25519 private key as PKCS#8 PEM (for a Secret, or the database)."""
+    return _pem(Ed25519PrivateKey.generate())
+
+
+class SigningKeys:
+    """The keys that sign access tokens (the newest) and verify them (every key not yet retired
+    for longer than an access token lives: the overlap that lets a rotation pass unnoticed).
+
+    Keys come from a folder of PEM files (a Kubernetes Secret; the name sorting last signs) when
+    ``folder`` is set, else from the database, where the first pod to need one creates it. Kept in
+    memory, and read again every ``refresh_s`` (so every pod signs with a rotated key within a
+    minute) or when an unknown ``kid`` arrives (at most once every ``reload_s``).
+    """
+
+    def __init__(
+        self, folder: Path | None, overlap_s: int, reload_s: float = 5.0, refresh_s: float = 60.0
+    ) -> None:
+        self.folder = folder
+        self.overlap_s = overlap_s
+        self.reload_s = reload_s
+        self.refresh_s = refresh_s
+        self._keys: dict[str, SigningKey] = {}
+        self._signing: SigningKey | None = None
+        self._loaded_at = float("-inf")
+
+    async def signing_key(self, db: Database) -> SigningKey:
+        if self._signing is None or time.monotonic() - self._loaded_at >= self.refresh_s:
+            await self._load(db, create=True)
+        assert self._signing is not None
+        return self._signing
+
+    async def verification_key(self, db: Database, kid: str) -> SigningKey | None:
+        key = self._keys.get(kid)
+        if key is None and time.monotonic() - self._loaded_at >= self.reload_s:
+            await self._load(db, create=False)
+            key = self._keys.get(kid)
+        return key
+
+    async def all_public(self, db: Database) -> list[dict[str, str]]:
+        await self.signing_key(db)
+        return [key.public_jwk() for key in self._keys.values()]
+
+    async def _load(self, db: Database, create: bool) -> None:
+        self._loaded_at = time.monotonic()
+        loaded = self._from_folder() if self.folder is not None else await self._from_database(db, create)
+        self._keys = {key.kid: key for key in loaded}
+        live = [key for key in loaded if key.retired_at is None]
+        self._signing = max(live, key=lambda key: key.created_at) if live else None
+        if self._signing is None and create:
+            raise StoreError("no OAuth signing key is available")
+
+    def _from_folder(self) -> list[SigningKey]:
+        assert self.folder is not None
+        files = sorted(p for p in self.folder.iterdir() if p.suffix == ".pem" and p.is_file())
+        out = []
+        for order, path in enumerate(files):
+            private = _load_pem(path.read_bytes())
+            # The order of the names is the order of creation; the last one signs.
+            created = datetime.fromtimestamp(order, UTC)
+            out.append(SigningKey(_kid(private.public_key()), private, private.public_key(), created, None))
+        return out
+
+    async def _from_database(self, db: Database, create: bool) -> list[SigningKey]:
+        rows = await _signing_rows(db, self.overlap_s)
+        if create and not any(row.retired_at is None for row in rows):
+            await add_signing_key(db)
+            rows = await _signing_rows(db, self.overlap_s)
+        out = []
+        for row in rows:
+            private = _load_pem(row.private_pem.encode())
+            out.append(SigningKey(row.kid, private, private.public_key(), row.created_at, row.retired_at))
+        return out
+
+
+async def _signing_rows(db: Database, overlap_s: int) -> list[Any]:
+    async with db.transaction() as conn:
+        return list(
+            await conn.execute(
+                text(
+                    "SELECT kid, private_pem, created_at, retired_at FROM oauth_signing_keys "
+                    "WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => :overlap)"
+                ),
+                {"overlap": overlap_s},
+            )
+        )
+
+
+async def add_signing_key(db: Database, retire_others: bool = False, actor: str = "system") -> str:
+    """Store a new signing key (it signs from now on); with ``retire_others`` the older keys stop
+    signing but keep verifying for the overlap. Returns the new key's id."""
+    private = Ed25519PrivateKey.generate()
+    kid = _kid(private.public_key())
+    async with db.transaction() as conn:
+        if retire_others:
+            await conn.execute(
+                text("UPDATE oauth_signing_keys SET retired_at = now() WHERE retired_at IS NULL")
+            )
+        await conn.execute(
+            text("INSERT INTO oauth_signing_keys (kid, private_pem) VALUES (:kid, :pem)"),
+            {"kid": kid, "pem": _pem(private)},
+        )
+        await record(conn, actor, "oauth.signing_key_added", "oauth_signing_key", kid)
+    return kid
