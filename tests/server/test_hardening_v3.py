@@ -3,14 +3,25 @@ concurrency, upload bombs and truncated bodies, authorisation before the body is
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
 import random
+import string
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import docx
 import httpx2
+import pytest
 
 from bench import secret_corpus_hiding as hiding
+from memory_mcp.embedder.client import Embedder
+from memory_mcp.store.db import Database
+from tests.cli_support import Admin
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer
+from tests.server.conftest import RunningServer, run_server
 
 
 async def writer_key(server: RunningServer) -> tuple[str, str]:
@@ -37,3 +48,171 @@ async def test_hidden_credentials_are_refused_and_notes_about_them_are_saved(ser
             assert saved.status_code == 200, (text, saved.text)
         listed = (await http.get("/v1/memories", params={"limit": 50})).json()
         assert len(listed["memories"]) == 12
+
+
+# ---------------------------------------------------------------------------------------------
+# Every stored-and-shown text is scanned
+# ---------------------------------------------------------------------------------------------
+
+
+def fake_token(seed: int) -> str:
+    return "ghp_" + "".join(random.Random(seed).choices(string.ascii_letters + string.digits, k=36))
+
+
+@pytest.fixture
+async def docs_server(
+    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
+) -> AsyncIterator[RunningServer]:
+    async with run_server(db_urls[0], embedder, data_dir=tmp_path, document_poll_s=0.2) as running:
+        yield running
+
+
+async def finished(http: httpx2.AsyncClient, doc_id: str) -> dict[str, Any]:
+    while True:
+        doc: dict[str, Any] = (await http.get(f"/v1/documents/{doc_id}")).json()
+        if doc["status"] in ("done", "failed"):
+            return doc
+        await asyncio.sleep(0.1)
+
+
+def docx_titled(title: str, body: str) -> bytes:
+    document = docx.Document()
+    document.core_properties.title = title
+    document.add_paragraph(body)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+async def test_a_credential_in_a_title_category_or_file_name_is_refused_and_nothing_stored(
+    docs_server: RunningServer,
+) -> None:
+    _, key = await writer_key(docs_server)
+    token = fake_token(1)
+    async with httpx2.AsyncClient(
+        base_url=docs_server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as http:
+        body = b"Notes from the planning meeting about the billing release."
+        for field, files, data in (
+            ("title", {"file": ("notes.txt", body)}, {"title": f"deploy with {token}"}),
+            ("category", {"file": ("notes.txt", body)}, {"category": f"token {token}"}),
+            ("fileName", {"file": (f"{token}.txt", body)}, {}),
+        ):
+            refused = await http.post("/v1/documents", files=files, data=data)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"] == "SecretRefused" and refused.json()["field"] == field
+            assert token not in refused.text
+        titled = await http.post(
+            "/v1/documents", params={"title": f"key {token}"}, files={"file": ("a.txt", body)}
+        )
+        assert titled.status_code == 422 and titled.json()["field"] == "title"
+        assert (await http.get("/v1/documents")).json()["documents"] == []
+
+        # A Word file whose own title metadata holds a token: the title is dropped, never shown.
+        queued = await http.post(
+            "/v1/documents",
+            files={
+                "file": ("plan.docx", docx_titled(f"access {token}", "The release train leaves on Thursday."))
+            },
+        )
+        assert queued.status_code == 202, queued.text
+        doc = await finished(http, queued.json()["id"])
+        assert doc["status"] == "done", doc
+        listed = (await http.get("/v1/documents")).text
+        assert token not in json.dumps(doc) and token not in listed
+        assert doc["title"] == "plan.docx"
+
+
+async def test_an_import_refuses_document_lines_holding_credentials_by_line_number(
+    db_urls: tuple[str, str], tmp_path: Path
+) -> None:
+    admin = Admin(db_urls[1])
+    db = Database(db_urls[0], pool_size=2)
+    try:
+        await make_space(db, "dst")
+    finally:
+        await db.close()
+    token = fake_token(2)
+    doc = {
+        "type": "document",
+        "id": "d1",
+        "title": "Plan",
+        "content": "The plan for the quarter.",
+        "summary": "Plan",
+    }
+    lines = [
+        doc,
+        {**doc, "id": "d2", "title": f"Plan {token}"},
+        {**doc, "id": "d3", "summary": f"use token {token}"},
+        {**doc, "id": "d4", "content": f"The CI token is {token}"},
+        {**doc, "id": "d5", "fileName": f"{token}.md"},
+        {"type": "memory", "id": "m1", "content": "A plain memory", "documentTitle": f"Notes {token}"},
+    ]
+    path = tmp_path / "import.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    refused = admin.run("import", str(path), "--space", "dst")
+    assert refused.returncode == 1, refused.stderr
+    for number, field in (
+        (2, "title"),
+        (3, "summary"),
+        (4, "content"),
+        (5, "fileName"),
+        (6, "documentTitle"),
+    ):
+        assert f"line {number}: {field}: looks like" in refused.stderr, refused.stderr
+    assert "line 1:" not in refused.stderr and token not in refused.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Quotas hold across pods and workers
+# ---------------------------------------------------------------------------------------------
+
+
+def paragraphs_document(seed: int, pieces: int) -> bytes:
+    """A text file that becomes `pieces` memories (each paragraph near the 2,000-character limit)."""
+    rng = random.Random(seed)
+    words = ["ledger", "invoice", "billing", "worker", "queue", "charge", "customer", "refund", "report"]
+    paragraphs = []
+    for i in range(pieces):
+        sentence = " ".join(rng.choice(words) for _ in range(12)).capitalize() + "."
+        paragraphs.append(f"Part {seed}-{i}. " + " ".join([sentence] * 13))
+    return "\n\n".join(paragraphs).encode()
+
+
+async def test_a_memory_quota_holds_when_two_servers_with_four_workers_finish_documents_at_once(
+    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
+) -> None:
+    async with (
+        run_server(
+            db_urls[0], embedder, data_dir=tmp_path / "a", document_poll_s=0.05, document_workers=4
+        ) as first,
+        run_server(
+            db_urls[0], embedder, data_dir=tmp_path / "b", document_poll_s=0.05, document_workers=4
+        ) as second,
+    ):
+        space = await make_space(first.db, max_memories=10)
+        key = await make_key(first.db, await make_user(first.db), {space: "ReadWrite"}, space)
+        headers = {"Authorization": f"Bearer {key}"}
+        async with (
+            httpx2.AsyncClient(base_url=first.base, headers=headers, timeout=120) as a,
+            httpx2.AsyncClient(base_url=second.base, headers=headers, timeout=120) as b,
+        ):
+            uploads = await asyncio.gather(
+                *(
+                    (a if i % 2 else b).post(
+                        "/v1/documents", files={"file": (f"part{i}.txt", paragraphs_document(i, 3))}
+                    )
+                    for i in range(8)
+                )
+            )
+            assert all(u.status_code == 202 for u in uploads), [u.text for u in uploads]
+            docs = [await finished(a, u.json()["id"]) for u in uploads]
+            memories = (await a.get("/v1/memories", params={"limit": 50})).json()["memories"]
+    done = [d for d in docs if d["status"] == "done"]
+    assert sum(d["memoryCount"] for d in done) == len(memories) <= 10, (len(memories), docs)
+    assert len(done) == 3  # 3 documents of 3 fit in 10; every other one failed naming the quota
+    assert all(
+        "quota" in d["error"] or "maxMemories" in d["error"] or "memories" in d["error"]
+        for d in docs
+        if d["status"] == "failed"
+    )

@@ -227,11 +227,17 @@ def checked_content(content: str, category: str | None) -> tuple[str, str | None
     and credentials (the category too). Pure and cheap: callers run it before any embedding."""
     content = validation.content(content)
     category = validation.category(category)
-    for name, value in (("content", content), ("category", category)):
+    refuse_secrets(content=content, category=category)
+    return content, category
+
+
+def refuse_secrets(**fields: str | None) -> None:
+    """Refuse, naming the field, a text that holds a credential. Every text that is stored and shown
+    again goes through here: content, categories, titles, summaries and file names alike."""
+    for name, value in fields.items():
         secret = find_secret(value) if value else None
         if secret is not None:
             raise SecretRefused(secret.kind, secret.label, field=name)
-    return content, category
 
 
 async def save_memory(
