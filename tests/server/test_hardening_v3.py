@@ -17,6 +17,7 @@ import httpx2
 import pytest
 
 from bench import secret_corpus_hiding as hiding
+from bench import upload_bombs
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store.db import Database
 from tests.cli_support import Admin
@@ -216,3 +217,54 @@ async def test_a_memory_quota_holds_when_two_servers_with_four_workers_finish_do
         for d in docs
         if d["status"] == "failed"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Decompression bombs and truncated bodies
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_decompression_bombs_fail_with_the_limit_they_pass(docs_server: RunningServer) -> None:
+    _, key = await writer_key(docs_server)
+    async with httpx2.AsyncClient(
+        base_url=docs_server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as http:
+        png = await http.post("/v1/documents", files={"file": ("scan.png", upload_bombs.png_bomb())})
+        word = await http.post(
+            "/v1/documents", files={"file": ("plan.docx", upload_bombs.docx_bomb(300 << 20))}
+        )
+        assert png.status_code == 202 and word.status_code == 202, (png.text, word.text)
+        failed_png = await finished(http, png.json()["id"])
+        failed_word = await finished(http, word.json()["id"])
+    assert failed_png["status"] == "failed" and "12500 x 12500 pixels" in failed_png["error"], failed_png
+    assert failed_word["status"] == "failed" and "unpacks to 300 MB" in failed_word["error"], failed_word
+
+
+async def test_a_truncated_multipart_body_is_refused_and_nothing_is_stored(
+    docs_server: RunningServer, tmp_path: Path
+) -> None:
+    _, key = await writer_key(docs_server)
+    head = (
+        b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="notes.txt"\r\n'
+        b"Content-Type: text/plain\r\n\r\nThe release train leaves on Thursday at ten and"
+    )
+    async with httpx2.AsyncClient(
+        base_url=docs_server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as http:
+        for body in (head, head + b"\r\n--XyZ\r\n", head + b"\r\n--XyZ"):
+            cut = await http.post(
+                "/v1/documents", content=body, headers={"Content-Type": "multipart/form-data; boundary=XyZ"}
+            )
+            assert cut.status_code == 400, cut.text
+            assert (
+                "closing boundary" in cut.json()["message"] and "nothing was stored" in cut.json()["message"]
+            )
+        whole = await http.post(
+            "/v1/documents",
+            content=head + b" noon.\r\n--XyZ--\r\n",
+            headers={"Content-Type": "multipart/form-data; boundary=XyZ"},
+        )
+        assert whole.status_code == 202, whole.text
+        listed = (await http.get("/v1/documents")).json()["documents"]
+    assert [d["id"] for d in listed] == [whole.json()["id"]]
+    assert list((tmp_path / "uploads").iterdir()) == []

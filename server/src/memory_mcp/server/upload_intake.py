@@ -68,6 +68,7 @@ class _Receiver:
         self._head = bytearray()
         self._checked = False
         self._files = 0
+        self.ended = False  # the closing boundary was read
 
     # --- parser callbacks ---
     def on_part_begin(self) -> None:
@@ -116,6 +117,9 @@ class _Receiver:
         assert self._out is not None
         self._out.write(chunk)
 
+    def on_end(self) -> None:
+        self.ended = True
+
     def on_part_end(self) -> None:
         if self._is_file:
             if not self._checked:
@@ -163,6 +167,7 @@ async def receive(content_type: str, body: AsyncIterator[bytes], folder: Path, m
             "on_header_value",
             "on_header_end",
             "on_headers_finished",
+            "on_end",
         )
     }
     parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
@@ -176,6 +181,9 @@ async def receive(content_type: str, body: AsyncIterator[bytes], folder: Path, m
         raise UploadRefused(400, "the multipart body could not be parsed", field=None) from exc
     finally:
         receiver.close()
+    if not receiver.ended:
+        # A body cut short (a dropped connection, a client that stops sending) is not a file.
+        raise UploadRefused(400, "the multipart body ended before its closing boundary; nothing was stored")
     if receiver.upload.media_type is None:
         raise UploadRefused(422, "file: is required (a multipart field named 'file')")
     return receiver.upload
