@@ -19,10 +19,14 @@ import pytest
 from bench import secret_corpus_hiding as hiding
 from bench import upload_bombs
 from memory_mcp.embedder.client import Embedder
+from memory_mcp.store import apikeys, identity, uploads
+from memory_mcp.store.access import Access
+from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
+from memory_mcp.store.ratelimit import RateLimit
 from tests.cli_support import Admin
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer, run_server
+from tests.server.conftest import RunningServer, mcp_session, run_server
 
 
 async def writer_key(server: RunningServer) -> tuple[str, str]:
@@ -268,3 +272,95 @@ async def test_a_truncated_multipart_body_is_refused_and_nothing_is_stored(
         listed = (await http.get("/v1/documents")).json()["documents"]
     assert [d["id"] for d in listed] == [whole.json()["id"]]
     assert list((tmp_path / "uploads").iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Uploads are authorised before their body is read
+# ---------------------------------------------------------------------------------------------
+
+BOUNDARY = "Bnd27"
+
+
+def form_head(token: str) -> bytes:
+    """The start of a multipart upload: the token field, then the file part's headers."""
+    return (
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="uploadToken"\r\n\r\n{token}\r\n'
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n'
+        "Content-Type: text/plain\r\n\r\n"
+    ).encode()
+
+
+async def answer_to_partial_upload(server: RunningServer, path: str, head: bytes, declared: int) -> bytes:
+    """Send the headers of an upload of `declared` bytes and only its first part; the status line
+    the server answers with (it must not wait for the rest)."""
+    host, port = server.base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {declared}\r\n"
+                f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n\r\n"
+            ).encode()
+            + head
+            + b"x" * 65536
+        )
+        await writer.drain()
+        return await asyncio.wait_for(reader.readline(), timeout=15)
+    finally:
+        writer.close()
+
+
+async def test_a_bogus_upload_token_is_refused_before_the_file_is_read(
+    docs_server: RunningServer, tmp_path: Path
+) -> None:
+    status = await answer_to_partial_upload(
+        docs_server, "/v1/uploads", form_head("mmu_" + "A" * 43), 45 << 20
+    )
+    assert status.startswith(b"HTTP/1.1 401"), status
+    status = await answer_to_partial_upload(docs_server, "/v1/uploads/mmu_" + "B" * 43, b"", 45 << 20)
+    assert status.startswith(b"HTTP/1.1 401"), status
+    assert list((tmp_path / "uploads").iterdir()) == []
+
+    # A token sent after the file cannot be checked first: refused, and the widget sends it before.
+    _, key = await writer_key(docs_server)
+    async with mcp_session(docs_server, key) as session:
+        ticket = await session.ok("prepare-file-upload")
+    body = (
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nA note.\r\n'
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="uploadToken"\r\n\r\n{ticket["uploadToken"]}\r\n'
+        f"--{BOUNDARY}--\r\n"
+    ).encode()
+    async with httpx2.AsyncClient(base_url=docs_server.base, timeout=60) as http:
+        late = await http.post(
+            "/v1/uploads", content=body, headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+        )
+        assert late.status_code == 401 and late.json()["field"] == "uploadToken", late.text
+        assert "before the file" in late.json()["message"]
+    widget = (Path(__file__).parents[2] / "server/widgets/src/upload-file.js").read_text()
+    assert widget.index('body.append("uploadToken"') < widget.index('body.append("file"')
+
+
+async def test_upload_tokens_spend_the_burst_of_their_key(docs_server: RunningServer) -> None:
+    space = await make_space(docs_server.db)
+    user = await make_user(docs_server.db)
+    _, plaintext = await apikeys.create_key(
+        docs_server.db,
+        "limited",
+        user,
+        [GrantSpec(space, Access.READ_WRITE)],
+        default_space=space,
+        rate_limit=RateLimit(requests_per_minute=1, burst=2),
+    )
+    ctx = identity.resolve_space(await identity.authenticate(docs_server.db, plaintext), space)
+    tokens = [(await uploads.create_upload_token(docs_server.db, ctx))[0] for _ in range(3)]
+    async with httpx2.AsyncClient(base_url=docs_server.base, timeout=60) as http:
+        answers = [
+            await http.post(
+                "/v1/uploads",
+                data={"uploadToken": token},
+                files={"file": (f"n{i}.txt", f"Note number {i} about the release train.".encode())},
+            )
+            for i, token in enumerate(tokens)
+        ]
+    assert [a.status_code for a in answers] == [202, 202, 429], [a.text for a in answers]
+    assert "rate limit" in answers[2].json()["message"] and answers[2].headers["Retry-After"]
