@@ -8,12 +8,14 @@ import io
 import json
 import random
 import string
+import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import docx
 import httpx2
+import pypdf
 import pytest
 
 from bench import secret_corpus_hiding as hiding
@@ -364,3 +366,78 @@ async def test_upload_tokens_spend_the_burst_of_their_key(docs_server: RunningSe
         ]
     assert [a.status_code for a in answers] == [202, 202, 429], [a.text for a in answers]
     assert "rate limit" in answers[2].json()["message"] and answers[2].headers["Retry-After"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits on pages and length; fair turns across spaces
+# ---------------------------------------------------------------------------------------------
+
+
+def blank_pdf(pages: int) -> bytes:
+    """A PDF of `pages` blank pages (no text layer: each would go to OCR)."""
+    writer = pypdf.PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(width=612, height=792)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def silent_wav(seconds: int) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as audio:
+        audio.setnchannels(1)
+        audio.setsampwidth(2)
+        audio.setframerate(8000)
+        audio.writeframes(bytes(16000 * seconds))
+    return out.getvalue()
+
+
+async def test_pdf_pages_and_recording_length_have_limits(
+    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
+) -> None:
+    async with run_server(
+        db_urls[0], embedder, data_dir=tmp_path, document_poll_s=0.2, max_pdf_pages=3, max_media_seconds=2
+    ) as server:
+        _, key = await writer_key(server)
+        async with httpx2.AsyncClient(
+            base_url=server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        ) as http:
+            pdf = await http.post("/v1/documents", files={"file": ("scan.pdf", blank_pdf(5))})
+            wav = await http.post("/v1/documents", files={"file": ("call.wav", silent_wav(5))})
+            assert pdf.status_code == 202 and wav.status_code == 202, (pdf.text, wav.text)
+            failed_pdf = await finished(http, pdf.json()["id"])
+            failed_wav = await finished(http, wav.json()["id"])
+    assert failed_pdf["status"] == "failed" and "5 pages, over the limit of 3" in failed_pdf["error"]
+    assert failed_wav["status"] == "failed" and "over the limit of" in failed_wav["error"], failed_wav
+
+
+async def test_a_small_file_of_one_space_does_not_wait_for_another_spaces_long_scan(
+    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
+) -> None:
+    async with run_server(
+        db_urls[0], embedder, data_dir=tmp_path, document_poll_s=0.2, document_workers=1, document_slice_s=1.0
+    ) as server:
+        _, big_key = await writer_key(server)
+        _, small_key = await writer_key(server)
+        async with (
+            httpx2.AsyncClient(
+                base_url=server.base, headers={"Authorization": f"Bearer {big_key}"}, timeout=60
+            ) as big,
+            httpx2.AsyncClient(
+                base_url=server.base, headers={"Authorization": f"Bearer {small_key}"}, timeout=60
+            ) as small,
+        ):
+            scan = await big.post("/v1/documents", files={"file": ("scan.pdf", blank_pdf(20))})
+            assert scan.status_code == 202, scan.text
+            for _ in range(600):  # until the worker holds the scan
+                if (await big.get(f"/v1/documents/{scan.json()['id']}")).json()["status"] == "processing":
+                    break
+                await asyncio.sleep(0.1)
+            note = await small.post("/v1/documents", files={"file": ("note.txt", b"Standup moves to 9:30.")})
+            assert note.status_code == 202, note.text
+            done = await finished(small, note.json()["id"])
+            still = (await big.get(f"/v1/documents/{scan.json()['id']}")).json()
+            assert done["status"] == "done", done
+            assert still["status"] == "processing", still  # the scan is still being read
+            await finished(big, scan.json()["id"])
