@@ -56,6 +56,13 @@ def _wait(
         time.sleep(0.05)
 
 
+def _ready(http: httpx2.Client) -> bool:
+    try:
+        return http.get("/readyz").status_code == 200
+    except httpx2.TransportError:  # not listening yet
+        return False
+
+
 def _upload(http: httpx2.Client, name: str, body: bytes, space: str) -> str:
     answer = http.post("/v1/documents", files={"file": (name, body)}, data={"containerTag": space})
     answer.raise_for_status()
@@ -78,7 +85,7 @@ def main() -> None:
             "--grant", "other=ReadWrite",
         ).split()[-1]  # fmt: skip
         with httpx2.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=300) as http:
-            while http.get("/readyz").status_code != 200:
+            while not _ready(http):
                 time.sleep(0.2)
             started = time.perf_counter()
             _wait(http, _upload(http, "alone.txt", NOTE + b" (alone)", "other"))

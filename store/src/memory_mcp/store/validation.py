@@ -52,7 +52,9 @@ DEFAULT_GRAPH_LIMIT = 100
 _UNFIT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 # Letters that render as nothing: text made only of them, spaces and format characters says nothing.
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp"})
+# Cn: unassigned code points and noncharacters (U+0378, U+FFFE): they render as nothing or a box,
+# so text made only of them says nothing (and would still be embedded and supersede a real memory).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp", "Cn"})
 
 
 def text_problem(value: str) -> str | None:
