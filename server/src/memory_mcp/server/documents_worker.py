@@ -127,10 +127,16 @@ class DocumentWorker:
     async def _wait(self, running: dict[asyncio.Task[None], tuple[uuid.UUID, float]]) -> None:
         """Until a job ends, one in hand passes its slice, this process queues a file, or the poll."""
         timeout = self.settings.document_poll_s
-        if running and len(running) < self.settings.document_max_parallel:
-            now = time.monotonic()
-            slice_ends = min(started + self.settings.document_slice_s for _, started in running.values())
-            timeout = min(timeout, max(0.05, slice_ends - now))
+        now = time.monotonic()
+        # A job still inside its slice wakes the loop when the slice ends; jobs past it do not (the
+        # queue was just looked at for them), or an idle queue would be polled in a tight loop.
+        slice_ends = [
+            started + self.settings.document_slice_s
+            for _, started in running.values()
+            if started + self.settings.document_slice_s > now
+        ]
+        if slice_ends and len(running) < self.settings.document_max_parallel:
+            timeout = min(timeout, max(0.05, min(slice_ends) - now))
         self.wakeup.clear()
         woken = asyncio.create_task(self.wakeup.wait())
         try:

@@ -47,11 +47,19 @@ def _tesseract() -> str:
     return binary
 
 
+# OCR is the long, batch part of a scanned document: run below normal priority (nice 10), so that
+# the small files of other spaces, taken beside it (fair turns, server/documents_worker.py), and the
+# requests of everyone get the CPU first.
+OCR_NICENESS = 10
+
+
 def _run(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    nice = shutil.which("nice")
+    lower = [nice, "-n", str(OCR_NICENESS)] if nice else []
     try:
         return subprocess.run(
-            [_tesseract(), *args],
+            [*lower, _tesseract(), *args],
             input=stdin,
             capture_output=True,
             env=env,
