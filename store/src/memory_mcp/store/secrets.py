@@ -627,11 +627,15 @@ def _password_like(value: str, markers: _Markers = _MARKERS) -> bool:
 def _typed_password(value: str) -> bool:
     """The value of a password flag on a command line: anything but a stand-in, a reference or a flag.
 
-    Words count here (``sshpass -p secret``): on a command line they are the password as typed.
+    Words count here (``sshpass -p secret``): on a command line they are the password as typed. A
+    word in capitals (``htpasswd -b FILE USER PASSWORD``) is the metavariable of a usage line.
     """
-    if len(value) < 5 or value.startswith("-") or _is_reference(value):
+    if len(value) < 5 or value.startswith("-") or _is_reference(value) or _METAVARIABLE.fullmatch(value):
         return False
     return not _is_placeholder(value, _TYPED_MARKERS)
+
+
+_METAVARIABLE = re.compile(r"[A-Z][A-Z_]*[`'\"]?")
 
 
 _TRAILING_PUNCT = ".,;:!?)]}"
