@@ -24,6 +24,8 @@ import random
 import string
 from collections.abc import Callable
 
+from . import secret_corpus_hiding as hiding
+
 DEFAULT_SEED = 1729
 
 _B62 = string.ascii_letters + string.digits
@@ -46,9 +48,12 @@ _FAMILIES: dict[str, frozenset[str]] = {
     "aws_secret_key": frozenset({"secret_assignment", "generic_high_entropy"}),
     "password_assignment": frozenset({"secret_assignment", "cli_password"}),
     "cli_password": frozenset({"password_assignment"}),
-    "secret_assignment": frozenset({"password_assignment", "generic_high_entropy"}),
-    "generic_high_entropy": frozenset({"secret_assignment"}),
-    "basic_auth": frozenset({"password_assignment"}),
+    "secret_assignment": frozenset({"password_assignment", "generic_high_entropy", "vendor_api_key"}),
+    "generic_high_entropy": frozenset({"secret_assignment", "vendor_api_key"}),
+    "basic_auth": frozenset({"password_assignment", "generic_high_entropy", "secret_assignment"}),
+    "vendor_api_key": frozenset({"generic_high_entropy", "secret_assignment"}),
+    "webhook_url": frozenset({"generic_high_entropy", "secret_assignment"}),
+    "azure_client_secret": frozenset({"secret_assignment", "generic_high_entropy"}),
 }
 
 
@@ -808,7 +813,8 @@ _FIXED: tuple[tuple[str, str], ...] = (
 
 def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     """Fake credentials in memory-like sentences: ``(text, expected kind)``, four or more per kind."""
-    return _fill(_POSITIVES, random.Random(seed), _PER_KIND) + list(_FIXED)
+    rng = random.Random(seed)
+    return _fill(_POSITIVES, rng, _PER_KIND) + list(_FIXED) + _fill(hiding.POSITIVES, rng, 2)
 
 
 def _fill(families: tuple[_Family, ...], rng: random.Random, per_family: int) -> list[tuple[str, str]]:
@@ -1263,6 +1269,7 @@ def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
         *_PROSE_NL,
         *_PROSE_OTHER,
         *_COMMAND_LINES,
+        *hiding.NEGATIVES,
     ]
     for template in _CODE_TEMPLATES:
         samples.extend(template(rng) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))

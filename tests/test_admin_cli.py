@@ -122,6 +122,11 @@ async def test_spaces_users_and_keys_from_creation_to_revocation(admin: Admin, d
     assert "--expires: must be a date" in admin.refused(
         "key", "create", "k2", "--user", "bob", "--grant", "team-b=Read", "--expires", "soon"
     )
+    # A key that expired before it was made would never work: refused, not created.
+    assert "--expires: must be in the future, got '2020-01-31'" in admin.refused(
+        "key", "create", "k2", "--user", "bob", "--grant", "team-b=Read", "--expires", "2020-01-31"
+    )
+    assert "k2" not in {k["name"] for k in admin.listing("key")}
     admin.ok("key", "create", "eve-key", "--user", "eve", "--grant", "team-b=Read")
     listed = admin.ok("key", "list", "--json").stdout
     assert plaintext not in listed
@@ -161,7 +166,15 @@ async def test_objects_of_manifests_are_refused_with_their_owner(admin: Admin, d
     assert f"user 'ada' {owner}" in admin.refused(
         "user", "create", "ada", "--email", "a@b.io", "--role", "Reader"
     )
-    assert f"api key 'ada-laptop' {owner}" in admin.refused("key", "revoke", "ada-laptop")
+    # Revoking is the one change the command line makes to a key of a manifest: it stops a leaked key
+    # now. It says who manages the key and that its manifest still declares it.
+    revoked = " ".join(admin.ok("key", "revoke", "ada-laptop").stderr.split())
+    assert "revoked key 'ada-laptop'" in revoked
+    assert (
+        "key 'ada-laptop' is managed by apply/the operator: remove its ApiKey from the manifest too"
+        in revoked
+    )
+    assert {k["name"]: k["revoked_at"] is not None for k in admin.listing("key")}["ada-laptop"]
     assert await spaces.get_space(db, "team-a") is not None
     assert {s["key"]: s["managed_by"] for s in admin.listing("space")} == {"team-a": "manifest"}
     table = admin.ok("user", "list").stdout

@@ -298,7 +298,10 @@ def _expiry(value: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise fail(f"--expires: must be a date like 2027-01-31 or 2027-01-31T12:00, got {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    expires_at = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if expires_at <= datetime.now(UTC):
+        raise fail(f"--expires: must be in the future, got {value!r} (the key would never work)")
+    return expires_at
 
 
 @key_app.command("create")
@@ -371,13 +374,18 @@ def key_revoke(
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Revoke an API key: it stops working at once, and so do the OAuth tokens granted from it."""
+    """Revoke an API key: it stops working at once, and so do the OAuth tokens granted from it (keys
+    of manifests too, see below)."""
     from memory_mcp.store import admin
+    from memory_mcp.store.ownership import Owner
 
-    async def work(_: Settings, db: Database) -> bool:
+    async def work(_: Settings, db: Database) -> tuple[bool, Owner]:
         return await admin.revoke_key(db, name)
 
-    if on_database(data_dir, database_url, work):
-        console.print(f"revoked key '{name}'")
-    else:
-        console.print(f"key '{name}' was already revoked")
+    revoked, owner = on_database(data_dir, database_url, work)
+    console.print(f"revoked key '{name}'" if revoked else f"key '{name}' was already revoked")
+    if owner is Owner.MANIFEST:
+        console.print(
+            f"key '{name}' is managed by apply/the operator: remove its ApiKey from the manifest too, "
+            "or the next apply or operator resync may give it a working secret again"
+        )

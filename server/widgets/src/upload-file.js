@@ -78,10 +78,11 @@ form.addEventListener("submit", async (event) => {
     const chosen = file.files[0];
     show(0, `Uploading '${chosen.name}'…`);
     const ticket = await callTool(app, "prepare-file-upload", { containerTag: space.value });
+    // The token and the fields go before the file: the server checks the token before it reads the file.
     const body = new FormData();
-    body.append("file", chosen, chosen.name);
     body.append("uploadToken", ticket.uploadToken);
     if (title.value.trim()) body.append("title", title.value.trim());
+    body.append("file", chosen, chosen.name);
     const response = await fetch(ticket.uploadUrl, { method: "POST", body });
     const answer = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error(answer.message ?? `upload refused (${response.status})`);

@@ -16,6 +16,7 @@ from memory_mcp.core.backends import (
     SIMILARITY_DEFAULTS,
     EmbeddingBackend,
 )
+from memory_mcp.store import validation
 
 if TYPE_CHECKING:
     from memory_mcp.store.search import SearchParams
@@ -95,6 +96,15 @@ class Settings(BaseSettings):
     document_lease_s: float = Field(default=60.0, gt=0)
     document_max_attempts: int = Field(default=3, ge=1, le=100)
     document_poll_s: float = Field(default=2.0, gt=0)
+    # What one file may hold (refused with the reason before the long part of its extraction).
+    max_pdf_pages: int = Field(default=validation.MAX_PDF_PAGES, ge=1)
+    max_media_seconds: float = Field(default=validation.MAX_MEDIA_SECONDS, gt=0)
+    # Fair turns across spaces: a job that has run document_slice_s no longer holds its worker;
+    # the worker then also takes the next job of another space, up to document_max_parallel jobs
+    # (each of a different space) at once. A small file of one space so waits about document_slice_s
+    # behind another space's 300-page PDF instead of the whole of it.
+    document_slice_s: float = Field(default=2.0, gt=0)
+    document_max_parallel: int = Field(default=3, ge=1, le=16)
     # The public origin (https://memory.example.com): where uploadUrl points, the OAuth issuer, and
     # the audience of access tokens (PUBLIC_URL/mcp). Unset, each request's own address (a laptop).
     public_url: str | None = None

@@ -14,6 +14,7 @@ import logging
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -68,7 +69,13 @@ async def embed_batches(
 
 
 class DocumentWorker:
-    """One claim-extract-write loop; a process runs ``document_workers`` of them."""
+    """One claim-extract-write loop; a process runs ``document_workers`` of them.
+
+    A job that has run ``document_slice_s`` no longer holds the loop: it goes on, and the loop also
+    takes the next job of another space (at most ``document_max_parallel`` jobs, each of its own
+    space). So one space's long job (a 300-page scan) does not make another space's small file wait
+    for its end.
+    """
 
     def __init__(self, db: Database, embedder: Callable[[], Embedder | None], settings: Settings) -> None:
         self.db = db
@@ -84,21 +91,62 @@ class DocumentWorker:
         self.wakeup.set()
 
     async def run(self) -> None:
-        while True:
-            try:
-                metrics.DOCUMENTS_QUEUE_DEPTH.set(await jobs.queue_depth(self.db))
-                job = await jobs.claim(self.db, self.name, self.settings.document_lease_s)
-                if job is not None:
-                    await self.process(job)
-                    continue
-            except DatabaseUnavailable:
-                pass  # the database logs the outage once; the next round tries again
-            except Exception:
-                log.exception("the document worker failed a round")
-            self.wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.document_poll_s):
-                    await self.wakeup.wait()
+        running: dict[asyncio.Task[None], tuple[uuid.UUID, float]] = {}  # job -> (space, started)
+        try:
+            while True:
+                if self._may_take_another(running):
+                    try:
+                        metrics.DOCUMENTS_QUEUE_DEPTH.set(await jobs.queue_depth(self.db))
+                        job = await jobs.claim(
+                            self.db,
+                            self.name,
+                            self.settings.document_lease_s,
+                            [space for space, _ in running.values()],
+                        )
+                        if job is not None:
+                            task = asyncio.create_task(self.process(job))
+                            running[task] = (job.space_id, time.monotonic())
+                            continue
+                    except DatabaseUnavailable:
+                        pass  # the database logs the outage once; the next round tries again
+                    except Exception:
+                        log.exception("the document worker failed a round")
+                await self._wait(running)
+        finally:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    def _may_take_another(self, running: dict[asyncio.Task[None], tuple[uuid.UUID, float]]) -> bool:
+        """Free, or every job in hand has run past its slice and there is room for one more."""
+        if len(running) >= self.settings.document_max_parallel:
+            return False
+        now = time.monotonic()
+        return all(now - started >= self.settings.document_slice_s for _, started in running.values())
+
+    async def _wait(self, running: dict[asyncio.Task[None], tuple[uuid.UUID, float]]) -> None:
+        """Until a job ends, one in hand passes its slice, this process queues a file, or the poll."""
+        timeout = self.settings.document_poll_s
+        now = time.monotonic()
+        # A job still inside its slice wakes the loop when the slice ends; jobs past it do not (the
+        # queue was just looked at for them), or an idle queue would be polled in a tight loop.
+        slice_ends = [
+            started + self.settings.document_slice_s
+            for _, started in running.values()
+            if started + self.settings.document_slice_s > now
+        ]
+        if slice_ends and len(running) < self.settings.document_max_parallel:
+            timeout = min(timeout, max(0.05, min(slice_ends) - now))
+        self.wakeup.clear()
+        woken = asyncio.create_task(self.wakeup.wait())
+        try:
+            await asyncio.wait([woken, *running], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+        for task in [t for t in running if t.done()]:
+            del running[task]
+            if not task.cancelled() and task.exception() is not None:
+                log.error("a document job failed outside its handler", exc_info=task.exception())
 
     async def process(self, job: jobs.Job) -> None:
         """Work one claimed job to its end: done, failed, or (database gone) left for its lease to run out."""
@@ -130,6 +178,7 @@ class DocumentWorker:
                 language=None,
                 progress=lambda f: progress.set(f * EXTRACTION_SHARE),
                 model_dir=self.model_dir,
+                limits=extractors.Limits(self.settings.max_pdf_pages, self.settings.max_media_seconds),
             )
             title = row["title"] if (row["metadata"] or {}).get("titleGiven") else None
             contents = await asyncio.to_thread(

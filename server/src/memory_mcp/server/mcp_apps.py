@@ -383,7 +383,9 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
     async def fetch_graph_data(
         containerTag: OptionalSpace = None,
         page: mcp_calls.Page = 1,
-        limit: Annotated[int, Field(ge=1, le=validation.MAX_GRAPH_LIMIT)] = validation.DEFAULT_GRAPH_LIMIT,
+        limit: Annotated[
+            int, Field(ge=1, le=validation.MAX_GRAPH_LIMIT, strict=True)
+        ] = validation.DEFAULT_GRAPH_LIMIT,
     ) -> Annotated[CallToolResult, GraphOut]:
         async def run(caller: Caller) -> GraphOut:
             ctx = identity.resolve_space(caller, containerTag)

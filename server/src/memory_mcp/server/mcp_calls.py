@@ -37,8 +37,9 @@ ContainerTag = Annotated[
         max_length=validation.MAX_SPACE_KEY,
     ),
 ]
-Page = Annotated[int, Field(ge=1, le=validation.MAX_PAGE)]
-Limit = Annotated[int, Field(ge=1, le=validation.MAX_LIMIT)]
+# Strict: JSON true is not the number 1 (lax validation took `limit: true` for limit 1).
+Page = Annotated[int, Field(ge=1, le=validation.MAX_PAGE, strict=True)]
+Limit = Annotated[int, Field(ge=1, le=validation.MAX_LIMIT, strict=True)]
 
 
 class CallerToken(AccessToken):

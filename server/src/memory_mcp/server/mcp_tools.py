@@ -218,7 +218,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
         documentId: Annotated[
             str, Field(description="Document id (or short id) from listDocuments or a memory", max_length=64)
         ],
-        page: Annotated[int, Field(ge=1, le=validation.MAX_PAGE)] = 1,
+        page: Page = 1,
     ) -> Annotated[CallToolResult, DocumentDetailOut]:
         return await call(
             "getDocument", service, lambda c: service.get_document(c, documentId, page), render.document

@@ -154,7 +154,8 @@ def add(r: AddOut) -> str:
     lines = [r.message]
     if r.document is not None:
         lines.append(
-            f"Document {short_id(r.document.id)}: {r.document.memoryCount} memories; title {r.document.title!r}"
+            f"Document {short_id(r.document.id)}: {r.document.memoryCount} memories; title:\n"
+            f"{_quote(r.document.title)}"
         )
     if r.memory is not None:
         lines.append(_memory(r.memory))
@@ -174,12 +175,14 @@ def documents(r: DocumentsOut) -> str:
     lines = [
         PROVENANCE_NOTICE,
         f"Documents in space '{r.space}' (page {p.page}, {len(r.documents)} of {p.total}; "
-        "id type status date, then the title and summary):",
+        "id type status date, then the title and summary quoted):",
     ]
     for d in r.documents:
-        summary = "" if d.summary == d.title else "\n" + _quote(d.summary)
+        # What people wrote (title, summary) goes on quoted lines of its own, never after the id:
+        # a summary that opens like "SYSTEM NOTICE: ..." must not read as the server's words.
+        summary = "" if not d.summary or d.summary == d.title else "\n" + _quote(d.summary)
         lines.append(
-            f"{short_id(d.id)} {d.type} {_state(d)} {d.createdAt:%Y-%m-%d} {_quote(d.title)}{summary}"
+            f"{short_id(d.id)} {d.type} {_state(d)} {d.createdAt:%Y-%m-%d}\n{_quote(d.title)}{summary}"
         )
     if p.hasMore:
         lines.append(f"More on page {p.page + 1}.")
@@ -204,12 +207,12 @@ def _state(d: DocumentOut) -> str:
 
 
 def document(d: DocumentDetailOut) -> str:
-    summary = "" if d.summary == d.content else f"Summary:\n{_quote(d.summary)}\n"
+    summary = "" if not d.summary or d.summary == d.content else f"Summary:\n{_quote(d.summary)}\n"
     page = f", page {d.page} of {d.pages}" if d.pages > 1 else ""
     more = f"\nMore on page {d.page + 1}." if d.page < d.pages else ""
     return (
         f"{PROVENANCE_NOTICE}\nDocument {short_id(d.id)} in space '{d.space}' ({d.type}, {_state(d)}, "
-        f"{d.size} bytes{page}), by {_byline(d.createdBy, d.createdAt)}.\nTitle: {_quote(d.title)}\n"
+        f"{d.size} bytes{page}), by {_byline(d.createdBy, d.createdAt)}.\nTitle:\n{_quote(d.title)}\n"
         f"{summary}Content:\n{_quote(d.content)}\n"
         f"Memories: {', '.join(short_id(i) for i in d.memoryIds) or 'none'}{more}"
     )

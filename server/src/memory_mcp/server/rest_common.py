@@ -104,7 +104,7 @@ def error_response(exc: StoreError) -> ErrorResponse:
         headers = {"Retry-After": "1"}
     if isinstance(exc, RateLimited):
         headers = {"Retry-After": str(exc.retry_after)}
-    field = exc.field if isinstance(exc, ValidationError) else None
+    field = exc.field if isinstance(exc, (ValidationError, SecretRefused)) else None
     return ErrorResponse(status, str(exc), error=exc.__class__.__name__, field=field, headers=headers)
 
 

@@ -22,7 +22,7 @@ from memory_mcp.store.models import Caller, SpaceContext
 from .rest_common import Auth, ErrorResponse, Storable, Tag, authenticated_caller
 from .schemas import ForgetDocumentOut, UploadOut
 from .service import MemoryService
-from .upload_intake import Upload, UploadRefused, receive, work_folder
+from .upload_intake import Authorise, Upload, UploadRefused, receive, work_folder
 
 UPLOAD_PATHS = ("/v1/documents", "/v1/uploads")  # the body limit of these is the upload limit
 TitleQ = Annotated[str | None, Query(max_length=validation.MAX_NAME), Storable]
@@ -63,7 +63,7 @@ async def _store(
     )
 
 
-async def _receive(request: Request, service: MemoryService) -> Upload:
+async def _receive(request: Request, service: MemoryService, authorise: Authorise | None = None) -> Upload:
     folder = work_folder(service.settings.data_dir)
     try:
         return await receive(
@@ -71,6 +71,7 @@ async def _receive(request: Request, service: MemoryService) -> Upload:
             request.stream(),
             folder,
             service.settings.max_upload_bytes,
+            authorise,
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -116,11 +117,26 @@ def build_router(service: MemoryService) -> APIRouter:
             shutil.rmtree(received.path.parent, ignore_errors=True)
 
     async def _token_upload(request: Request, token: str | None) -> JSONResponse:
+        # The credential comes first: a key in the header and a token in the URL are checked before
+        # the body is read, a token in the form as soon as the file part begins (it must come before
+        # the file); each costs a request of the bound key's rate limit. Spent after the upload.
         presenter = await authenticated_caller(request) if request.headers.get("authorization") else None
-        if token:  # a token in the URL is checked before the file is read, and spent after
-            await uploads.check_upload_token(service.db, token, presenter)
+        if token:
+            await service.check_upload_token(token, presenter)
+
+        async def authorise(fields: dict[str, str]) -> None:
+            if token:
+                return
+            if not fields.get("uploadToken"):
+                raise UploadRefused(
+                    401,
+                    "uploadToken: send the upload token before the file, or in the upload URL",
+                    "uploadToken",
+                )
+            await service.check_upload_token(fields["uploadToken"], presenter)
+
         try:
-            received = await _receive(request, service)
+            received = await _receive(request, service, authorise)
         except UploadRefused as exc:
             return _refusal(exc)
         try:

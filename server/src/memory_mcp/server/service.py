@@ -112,6 +112,18 @@ class MemoryService:
             raise
         return caller
 
+    async def check_upload_token(self, token: str, presenter: Caller | None) -> None:
+        """Refuse an upload token that could not be spent now, before its upload is read; a token
+        spends a request of its key's rate limit like the key itself (unless the request also
+        presented that key, which spent one already)."""
+        caller = await uploads.check_upload_token(self.db, token, presenter)
+        if presenter is None:
+            try:
+                await ratelimit.spend(self.db, caller.key)
+            except RateLimited:
+                metrics.RATE_LIMITED.inc()
+                raise
+
     # --- embeddings (never fatal) ---------------------------------------------------------------
 
     async def _embed(self, content: str, query: bool) -> tuple[list[float] | None, str | None]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -73,6 +73,9 @@ class _Receiver:
         self._head = bytearray()
         self._checked = False
         self._files = 0
+        self.ended = False  # the closing boundary was read
+        self.file_started = False  # the headers of the file part were read
+        self.fields_before_file: dict[str, str] = {}  # the form fields that came before the file
 
     # --- parser callbacks ---
     def on_part_begin(self) -> None:
@@ -99,6 +102,8 @@ class _Receiver:
             if self._files > 1:
                 raise UploadRefused(400, "send one file per upload")
             self.upload.file_name = filename.decode("utf-8", "replace") if filename is not None else None
+            self.file_started = True
+            self.fields_before_file = dict(self.upload.fields)
             self._out = self.upload.path.open("wb")
         elif len(self.upload.fields) >= MAX_FIELDS:
             raise UploadRefused(400, "too many form fields", field=None)
@@ -120,6 +125,9 @@ class _Receiver:
         self._hash.update(chunk)
         assert self._out is not None
         self._out.write(chunk)
+
+    def on_end(self) -> None:
+        self.ended = True
 
     def on_part_end(self) -> None:
         if self._is_file:
@@ -154,13 +162,24 @@ class _Receiver:
         self.upload.digest = self._hash.hexdigest()
 
 
+Authorise = Callable[[dict[str, str]], Awaitable[None]]
+
+
 async def receive(
-    content_type: str, body: AsyncIterator[bytes], folder: Path, max_bytes: int, detect: Detect | None = None
+    content_type: str,
+    body: AsyncIterator[bytes],
+    folder: Path,
+    max_bytes: int,
+    detect: Detect | None = None,
+    authorise: Authorise | None = None,
 ) -> Upload:
     """Parse a ``multipart/form-data`` body into ``folder``; raises :class:`UploadRefused`.
 
     ``detect`` names the file's type from its name and first bytes (or raises UploadRefused), for
     routes that take other files than documents; by default the extractors decide (415 if none can).
+    ``authorise`` is awaited with the form fields read so far as soon as the file part begins, and
+    before any more of the body is read: a credential sent as a form field (an upload token) is
+    checked before the file, so a bogus one costs one network chunk, not the whole upload.
     """
     kind, options = parse_options_header(content_type)
     boundary = options.get(b"boundary")
@@ -177,22 +196,36 @@ async def receive(
             "on_header_value",
             "on_header_end",
             "on_headers_finished",
+            "on_end",
         )
     }
     parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
     try:
         async for chunk in body:
-            parser.write(chunk)
-        parser.finalize()
+            _parse(parser.write, chunk)
+            if authorise is not None and receiver.file_started:
+                await authorise(receiver.fields_before_file)
+                authorise = None
+        _parse(lambda _: parser.finalize(), b"")
+        if authorise is not None:  # no file part at all: the credential is still checked first
+            await authorise(receiver.upload.fields)
+    finally:
+        receiver.close()
+    if not receiver.ended:
+        # A body cut short (a dropped connection, a client that stops sending) is not a file.
+        raise UploadRefused(400, "the multipart body ended before its closing boundary; nothing was stored")
+    if receiver.upload.media_type is None:
+        raise UploadRefused(422, "file: is required (a multipart field named 'file')")
+    return receiver.upload
+
+
+def _parse(write: Callable[[bytes], object], chunk: bytes) -> None:
+    try:
+        write(chunk)
     except UploadRefused:
         raise
     except Exception as exc:  # the parser's own errors: a malformed body
         raise UploadRefused(400, "the multipart body could not be parsed", field=None) from exc
-    finally:
-        receiver.close()
-    if receiver.upload.media_type is None:
-        raise UploadRefused(422, "file: is required (a multipart field named 'file')")
-    return receiver.upload
 
 
 def work_folder(data_dir: Path) -> Path:

@@ -226,9 +226,14 @@ async def list_keys(db: Database) -> list[KeyRow]:
         ]
 
 
-async def revoke_key(db: Database, name: str) -> bool:
-    """Revoke a command-line key (it stops working at once); False when it was revoked already."""
-    await require_owner(db, "api key", name, Owner.CLI)
-    if await apikeys.get_key(db, name) is None:
+async def revoke_key(db: Database, name: str) -> tuple[bool, Owner]:
+    """Revoke a key (it stops working at once): whether it was live until now, and who manages it.
+
+    Unlike every other change, revoking works on keys of manifests too: it is what stops a leaked
+    key now, and `apply` has no other way to do it. Their manifest still declares them, so the
+    caller says so: the next apply or operator resync gives such a key a working secret again.
+    """
+    owner = await owner_of(db, "api key", name)
+    if owner is None:
         raise NotFound("api key", name)
-    return await apikeys.revoke_key(db, name, actor=ACTOR)
+    return await apikeys.revoke_key(db, name, actor=ACTOR), owner

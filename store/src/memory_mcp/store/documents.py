@@ -30,6 +30,7 @@ from .memories import (
     content_hash,
     document_from_row,
     id_range,
+    refuse_secrets,
     require_write,
     take_turn,
 )
@@ -203,6 +204,7 @@ async def create_upload(
     title = validation.optional_text(title, "title", validation.MAX_NAME)
     category = validation.category(category)
     name = file_name(name)
+    refuse_secrets(title=title, category=category, fileName=name)
     try:
         async with db.transaction([ctx.space.id]) as conn:
             existing = await _existing(conn, ctx.space.id, digest)
@@ -296,7 +298,16 @@ async def _insert_memories(
 
     In a space under Review they are proposals, like any save there (pending proposals count
     against maxMemories), and a piece that repeats a pending proposal is skipped too.
+
+    Under a memory quota the count and the insert are one decision: the space row is locked first
+    (`take_turn`, held to commit), and the count is read after it, by a statement of its own, so two
+    workers or pods finishing documents at once cannot both see room for theirs.
     """
+    policy = (
+        await conn.execute(text("SELECT s.max_memories FROM spaces s WHERE s.id = :s"), {"s": ctx_space})
+    ).one()
+    if policy.max_memories is not None:
+        await take_turn(conn, ctx_space)
     quota = (
         await conn.execute(
             text(

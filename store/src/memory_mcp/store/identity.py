@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -92,10 +93,46 @@ def caller_from_row(row: Any, prefix: str | None) -> Caller:
     return Caller(user=user, key=key_from_row(row), grants=grants)
 
 
+class LogBudget:
+    """At most ``lines`` log lines per ``window_s`` seconds for each key; the lines held back are
+    counted, and the next line that goes out says how many there were."""
+
+    def __init__(self, lines: int, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lines = lines
+        self.window_s = window_s
+        self.clock = clock
+        self._windows: dict[str, tuple[float, int, int]] = {}  # key -> (start, lines, held back)
+
+    def spend(self, key: str) -> int | None:
+        """None: hold this line back; otherwise log it, with the number held back before it."""
+        now = self.clock()
+        start, lines, held = self._windows.get(key, (now, 0, 0))
+        if now - start >= self.window_s:
+            start, lines = now, 0
+        if lines >= self.lines:
+            self._windows[key] = (start, lines, held + 1)
+            return None
+        self._windows[key] = (start, lines + 1, 0)
+        return held
+
+
+# A client hammering with bad keys wrote a warning line per attempt, throttled or not: now at most
+# this many lines a minute per reason, the rest counted (memory_mcp_auth_failures_total counts all).
+FAILURE_LOG_LINES = 10
+FAILURE_LOG_WINDOW_S = 60.0
+_failure_log = LogBudget(FAILURE_LOG_LINES, FAILURE_LOG_WINDOW_S)
+
+
 def _failed(reason: str, prefix: str | None) -> AuthenticationFailed:
-    log.warning(
-        "authentication failed: %s", reason, extra={"fields": {"reason": reason, "key_prefix": prefix}}
-    )
+    held = _failure_log.spend(reason)
+    if held is not None:
+        more = f" ({held} more since the last line, not logged)" if held else ""
+        log.warning(
+            "authentication failed: %s%s",
+            reason,
+            more,
+            extra={"fields": {"reason": reason, "key_prefix": prefix, "not_logged": held}},
+        )
     return AuthenticationFailed(reason, prefix)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import text
@@ -41,11 +42,17 @@ async def enqueue(conn: AsyncConnection, document_id: uuid.UUID, space_id: uuid.
     )
 
 
+# Fair across spaces: the next job is the oldest of the space with the fewest jobs being worked now
+# (by any worker of any pod), so one space's queue of large files never holds another space's small
+# one behind it; ``:skip`` lists spaces the claiming worker is already working for.
 _CLAIM_SQL = """
     WITH next AS (
-      SELECT document_id FROM document_jobs
-      WHERE lease_until IS NULL OR lease_until < now()
-      ORDER BY enqueued_at, document_id LIMIT 1
+      SELECT j.document_id FROM document_jobs j
+      WHERE (j.lease_until IS NULL OR j.lease_until < now()) AND NOT (j.space_id = ANY(CAST(:skip AS uuid[])))
+      ORDER BY (
+        SELECT count(*) FROM document_jobs b WHERE b.space_id = j.space_id AND b.lease_until >= now()
+      ), j.enqueued_at, j.document_id
+      LIMIT 1
       FOR UPDATE SKIP LOCKED
     ), claimed AS (
       UPDATE document_jobs j
@@ -61,10 +68,17 @@ _CLAIM_SQL = """
 """
 
 
-async def claim(db: Database, worker: str, lease_s: float) -> Job | None:
-    """The oldest job nobody holds (or whose holder's lease ran out), now held by ``worker``."""
+async def claim(
+    db: Database, worker: str, lease_s: float, skip_spaces: Sequence[uuid.UUID] = ()
+) -> Job | None:
+    """The next job nobody holds (or whose holder's lease ran out), now held by ``worker``: the oldest
+    of the space with the fewest jobs being worked, leaving out ``skip_spaces``."""
     async with _every_space(db) as conn:
-        row = (await conn.execute(text(_CLAIM_SQL), {"w": worker, "lease": lease_s})).first()
+        row = (
+            await conn.execute(
+                text(_CLAIM_SQL), {"w": worker, "lease": lease_s, "skip": [str(s) for s in skip_spaces]}
+            )
+        ).first()
     if row is None:
         return None
     return Job(row.document_id, row.space_id, worker, int(row.attempts))

@@ -94,16 +94,24 @@ def memory_from_row(row: Any) -> Memory:
     )
 
 
+# What a forgotten document shows instead of its text: its metadata stays (that it existed, who
+# forgot it, when), its words do not. The memories' history keeps them (listMemories status=forgotten).
+FORGOTTEN_TITLE = "(forgotten)"
+
+
 def document_from_row(
     row: Any, content: str | None = None, memory_ids: Sequence[uuid.UUID] = (), page: int = 1
 ) -> Document:
+    forgotten = row.forgotten_at is not None
+    # A memory's own document is titled by its text; a file's title is its name, which stays.
+    title = FORGOTTEN_TITLE if forgotten and row.source == "memory" else row.title
     return Document(
         id=row.id,
         space_key=row.space_key,
-        title=row.title,
+        title=title,
         doc_type=row.doc_type,
         status=row.status,
-        summary=row.summary,
+        summary="" if forgotten else row.summary,
         size_bytes=row.size_bytes,
         created_at=row.created_at,
         updated_at=row.updated_at,
@@ -111,7 +119,7 @@ def document_from_row(
         created_by=row.created_by,
         updated_by_user_id=row.updated_by_user_id,
         updated_by=row.updated_by,
-        content=content,
+        content="" if forgotten and content is not None else content,
         memory_ids=tuple(memory_ids),
         source=row.source,
         media_type=row.media_type,
@@ -227,11 +235,17 @@ def checked_content(content: str, category: str | None) -> tuple[str, str | None
     and credentials (the category too). Pure and cheap: callers run it before any embedding."""
     content = validation.content(content)
     category = validation.category(category)
-    for name, value in (("content", content), ("category", category)):
+    refuse_secrets(content=content, category=category)
+    return content, category
+
+
+def refuse_secrets(**fields: str | None) -> None:
+    """Refuse, naming the field, a text that holds a credential. Every text that is stored and shown
+    again goes through here: content, categories, titles, summaries and file names alike."""
+    for name, value in fields.items():
         secret = find_secret(value) if value else None
         if secret is not None:
             raise SecretRefused(secret.kind, secret.label, field=name)
-    return content, category
 
 
 async def save_memory(
@@ -451,10 +465,7 @@ async def forget_memory(
         if changed is None:
             forgotten = await _fetch_memory(conn, "m.id = :id", {"id": target.id})
             return ForgetResult(forgotten=forgotten, already=True)
-        await conn.execute(
-            text("UPDATE documents SET updated_by_user_id = :u, updated_at = now() WHERE id = :d"),
-            {"u": ctx.caller.user.id, "d": target.document_id},
-        )
+        await touch_after_forget(conn, target.document_id, ctx.caller.user.id)
         await record(
             conn,
             f"user:{ctx.caller.user.name}",
@@ -467,6 +478,22 @@ async def forget_memory(
         )
         forgotten = await _fetch_memory(conn, "m.id = :id", {"id": target.id})
     return ForgetResult(forgotten=forgotten)
+
+
+async def touch_after_forget(conn: AsyncConnection, document_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    """The source document of a memory just forgotten: updated by whoever forgot it, and forgotten
+    too when it was the memory's own (``add_memory``) and nothing unforgotten is left of it, so its
+    text cannot be read back through ``getDocument``."""
+    await conn.execute(
+        text(
+            "UPDATE documents d SET updated_by_user_id = :u, updated_at = now(), "
+            "forgotten_at = CASE WHEN d.source = 'memory' AND d.forgotten_at IS NULL AND NOT EXISTS "
+            "(SELECT 1 FROM memories m WHERE m.document_id = d.id AND m.forgotten_at IS NULL "
+            "AND (m.is_latest OR m.review = 'proposed')) THEN now() ELSE d.forgotten_at END "
+            "WHERE d.id = :d"
+        ),
+        {"u": user_id, "d": document_id},
+    )
 
 
 async def _propose_forget(conn: AsyncConnection, ctx: SpaceContext, target: Memory) -> ForgetResult:

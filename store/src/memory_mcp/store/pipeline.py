@@ -10,6 +10,7 @@ from .chunking import chunk, pages
 from .documents import Contents
 from .errors import ValidationError
 from .extractors import Extracted, Section
+from .secrets import find_secret
 from .summary import summarize, title_for
 
 
@@ -22,11 +23,17 @@ def prepare(extracted: Extracted, *, title: str | None = None, file_name: str | 
         content=content,
         pieces=pieces,
         vectors=[None] * len(pieces),
-        title=title_for(content, given=title, heading=extracted.title, file_name=file_name),
+        title=title_for(content, given=title, heading=_shown_heading(extracted.title), file_name=file_name),
         summary=summarize(content),
         pages=pages(content, pieces),
         metadata=dict(extracted.metadata),
     )
+
+
+def _shown_heading(heading: str | None) -> str | None:
+    """The file's own title (a PDF's or Word file's metadata, or its first heading), unless it holds
+    a credential: then it is dropped, and the document takes its title from elsewhere."""
+    return None if heading and find_secret(heading) is not None else heading
 
 
 def prepare_text(content: str) -> Contents:

@@ -21,7 +21,7 @@ from .access import Access, Role, effective_access
 from .audit import record
 from .db import Database
 from .errors import AccessDenied, Conflict, NotFound, SpaceNotFound
-from .memories import LIVE, REVIEWED_SELECT, id_range, memory_from_row
+from .memories import LIVE, REVIEWED_SELECT, id_range, memory_from_row, touch_after_forget
 from .models import ApiKey, Caller, Grant, Memory, Space, SpaceContext, User
 
 Decision = Literal["accepted", "rejected"]
@@ -119,10 +119,7 @@ async def decide(
                 {"u": user_id, "d": decision, "r": reason, "id": memory.id},
             )
             if decision == "accepted":
-                await conn.execute(
-                    text("UPDATE documents SET updated_by_user_id = :u, updated_at = now() WHERE id = :d"),
-                    {"u": user_id, "d": memory.document_id},
-                )
+                await touch_after_forget(conn, memory.document_id, user_id)
         else:
             return _decided_before(memory, decision)
         await record(

@@ -7,9 +7,13 @@ GitHub token assigned to ``GITHUB_TOKEN=`` is reported as a GitHub token, not as
 
 The rules read the text as a person sees it (`_normalise`): format characters (zero-width space
 and joiners, soft hyphen, BOM, bidi controls, tag characters) and combining marks are removed, NFKC
-folds fullwidth and mathematical letters, and Cyrillic or Greek look-alikes inside Latin words
-(``ghр_`` with a Cyrillic ``р``, ``Раssword``) are folded to ASCII. Words wholly in another script are
-left alone, so ``пароль`` stays a word the rules know.
+folds fullwidth and mathematical letters, and look-alikes inside Latin words (``ghр_`` with a
+Cyrillic ``р``, ``ɡhp_`` with IPA ``ɡ``, Armenian, Cherokee, small capitals...) are folded to ASCII by
+a confusable skeleton taken from Unicode's confusables data (UTS #39). Words wholly in another script
+are left alone, so ``пароль`` stays a word the rules know. A blank inside a token (braille blank,
+ideographic or thin space) is tried both ways: as a blank, and removed (`_variants`). Base64 in the
+text is decoded once and read again: a token or an ``id:secret`` pair inside it is refused, and so is
+a PEM body whose BEGIN/END lines were left out (its DER opens like a private key's).
 
 Rules
 -----
@@ -24,7 +28,10 @@ Rules
    ``whsec_``), Anthropic (``sk-ant-``), OpenAI (``sk-``, ``sk-proj-``), Google API keys (``AIza``),
    Google OAuth client secrets and access tokens (``GOCSPX-``, ``ya29.``), Azure AD client secrets
    (``xxx8Q~...``), SendGrid (``SG.x.y``), Twilio (``SK`` + 32 hex, or 32 hex next to the word
-   Twilio), npm (``npm_``), Hugging Face (``hf_``).
+   Twilio), npm (``npm_``), Hugging Face (``hf_``); webhook URLs whose path is the secret
+   (``/hooks/<random>``: Mattermost, Rocket.Chat; Zapier catch hooks, IFTTT maker keys) and URLs with a
+   random ``key``/``token``/``sig`` parameter; keys of services without a prefix of their own
+   (Datadog, New Relic, PagerDuty, Mailgun, ...: a key-shaped value, hex included, after the name).
    **AWS documentation keys are refused**: ``AKIAIOSFODNN7EXAMPLE`` and its secret
    ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`` (and the second documented pair) have the shape of
    real keys, so every scanner downstream (push protection, CI, log scrubbers) flags a copy, and an
@@ -40,7 +47,10 @@ Rules
    ``keytool -storepass``, ``smbclient -U user%pw``, ...) and long flags of any tool (``--password X``,
    ``--db-password=X``, ``--passphrase X``). On a command line a plain word is the password as typed,
    so ``sshpass -p secret`` is refused; references (``"$SSH_PASS"``), prompts (``mysql -p db``),
-   ports (``-P 3306``) and prose ("redis-cli -a option is deprecated") are not.
+   ports (``-P 3306``) and prose ("redis-cli -a option is deprecated") are not. Positional and
+   Windows-style passwords too: ``net use ... PASSWORD /user:``, ``htpasswd -b FILE USER PASSWORD``,
+   ``sqlplus USER/PASSWORD``, ``echo USER:PASSWORD | chpasswd``, ``xfreerdp /p:``, ``wmic /password:``,
+   and ``SSHPASS=`` before ``sshpass -e``.
 4. **Assignments**: a credential-like name (``password``, ``passwd``, ``pwd``, ``pw``, ``pass``,
    ``passphrase``, ``Passwort``, ``Kennwort``, ``mot de passe``, ``mdp``, ``contraseña``, ``clave``,
    ``senha``, ``palavra-passe``, ``wachtwoord``, ``parola d'ordine``, ``hasło``, ``lösenord``,
@@ -49,7 +59,10 @@ Rules
    and a value; the prose forms "the password is X" in those languages ("das Passwort lautet X",
    "le mot de passe est X", "la contraseña es X", "het wachtwoord is X", "hasło do bazy to X", ...),
    a password word right before a value ("Passwort Sommer2024!"), "login: user / password", and
-   "the signing key is X" for secrets and tokens.
+   "the signing key is X" for secrets and tokens. Also Greek, Hungarian, Romanian, Indonesian and
+   Vietnamese, and Japanese, Chinese and Korean with their particles (``パスワードはX``, ``密码是X``,
+   ``비밀번호는 X``); and the value before the word: "use X as the password", "nimm X als Passwort",
+   "prends X comme mot de passe", "X is the new password".
 5. **Generic high entropy**: a random-looking string of 20+ characters (mixed case, or lowercase with
    digits) within a few words of a credential word on the same line: ``key``, ``secret``, ``token``,
    ``password``, ``credential`` and their equivalents in the languages above (``clé``, ``jeton``,
@@ -58,9 +71,11 @@ Rules
 What does *not* count as a secret (so that notes *about* credentials can be saved):
 
 - **Placeholders and references**: values in angle brackets or templates (``<password>``,
-  ``${DB_PASSWORD}``, ``{{ secrets.token }}``, ``%(pw)s``), masked values (``***``, ``xxxx``, ``...``),
+  ``${DB_PASSWORD}``, ``{{ secrets.token }}``, ``%(pw)s``, ``$(cat file)``: the whole construct; a lone
+  ``<``, ``>`` or ``$(`` is a character of a password), masked values (``***``, ``xxxx``, ``...``),
   values containing marker words (``example``, ``your``, ``changeme``, ``redacted``, ``dummy``,
-  ``placeholder``, ``sample``, or the words password/secret/token themselves, as in ``my-secret-token``),
+  ``placeholder``, ``sample``, or the words password/secret/token in a value of words only, as in
+  ``my-secret-token``; ``MySecret2024!`` is a password),
   environment-variable names (``DB_PASSWORD``), dotted names and calls (``settings.db_password``,
   ``os.getenv(...)``), file paths and URLs.
 - **Well-known defaults** (``admin``, ``root``, ``guest``, ``postgres``, ``test``, ``changeme``,
@@ -110,6 +125,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib import resources
 
 from .keys import KEY_SCHEME, PREFIX_LEN
 
@@ -158,6 +174,8 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
         "Postman, Databricks, Atlassian, Notion)",
     ),
     SecretKind("huggingface_token", "a Hugging Face access token"),
+    SecretKind("vendor_api_key", "an API key of a named service (Datadog, New Relic, PagerDuty, ...)"),
+    SecretKind("webhook_url", "a webhook or API URL with its secret in the path or a key parameter"),
     SecretKind("jwt", "a JSON Web Token"),
     SecretKind("private_key", "a private key"),
     SecretKind("connection_string_password", "a connection string with an embedded password"),
@@ -210,13 +228,50 @@ _LOOK_ALIKES = {
     # Latin letters that are not ASCII but read as ASCII
     "ı": "i", "ȷ": "j",
 }  # fmt: skip
-_LOOK_ALIKE_CLASS = "".join(_LOOK_ALIKES)
-_LOOK_ALIKE_TABLE = str.maketrans(_LOOK_ALIKES)
+
+
+def _confusable_skeleton() -> dict[str, str]:
+    """Every character that Unicode's confusables data (UTS #39, as packaged by
+    ``confusable-homoglyphs``) lists as a look-alike of an ASCII letter, digit or ``-_./:``, mapped to
+    that character; the hand-written table above wins where both have an entry.
+
+    Only single characters are taken: the sequences TR39 also lists (``rn`` for ``m``) would fold
+    ordinary words. Where one character looks like several ASCII ones (``ӏ``: ``l``, ``I``, ``1``),
+    letters win over digits and lowercase over uppercase, as the order below says.
+    """
+    data = json.loads((resources.files("confusable_homoglyphs") / "confusables.json").read_text("utf-8"))
+    table: dict[str, str] = {}
+    for target in string.ascii_lowercase + string.ascii_uppercase + string.digits + "-_./:":
+        for entry in data.get(target, ()):
+            char = entry["c"]
+            # Characters that NFKC folds already (fullwidth, mathematical) never reach this table,
+            # and those beyond the BMP (historic scripts) would make the class a slow one: 7 ms per
+            # 2,000 characters of prose instead of 20 µs.
+            if (
+                len(char) == 1
+                and "\u0080" <= char <= "\uffff"
+                and char not in table
+                and unicodedata.normalize("NFKC", char) == char
+            ):
+                table[char] = target
+    table.update(_LOOK_ALIKES)
+    return table
+
+
+_SKELETON = _confusable_skeleton()
+_LOOK_ALIKE_TABLE = str.maketrans(_SKELETON)
+_LOOK_ALIKE_CLASS = "".join(re.escape(c) for c in sorted(_SKELETON))
 # Only words that mix look-alikes with ASCII letters or digits are folded: a Russian or Greek word
 # is left alone (``пароль`` stays a word the rules know). The pattern finds a look-alike next to an
 # ASCII letter, digit, ``_`` or ``-``; it starts with the class, which lets the search skip every
 # other character quickly (10 µs per 2,000 characters, not 100).
 _MIXED_SCRIPT = re.compile(f"[{_LOOK_ALIKE_CLASS}](?:(?<=[A-Za-z0-9_-].)|(?=[A-Za-z0-9_-]))")
+# Blanks that a person can put inside a token without it looking split: the braille blank, the
+# ideographic space and the other wide or narrow spaces. Between two visible ASCII characters they
+# are tried both ways (`_variants`): as a blank, because ``10 000`` and CJK prose use them, and
+# removed, because ``ghp_abc\u3000def`` is one token to the eye of whoever pastes it.
+_BLANK = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u2800\u3000]")
+_INNER_BLANK = re.compile("(?<=[!-~])[\u00a0\u1680\u2000-\u200a\u202f\u205f\u2800\u3000]+(?=[!-~])")
 
 
 def _in_word(char: str) -> bool:
@@ -256,6 +311,14 @@ def _normalise(text: str) -> str:
     return _fold_mixed_words(unicodedata.normalize("NFKC", text))
 
 
+def _variants(text: str) -> Iterator[str]:
+    """The readings the rules try: `text` normalised, then, where a blank sits inside what reads as
+    one token (`_INNER_BLANK`), the same with those blanks removed."""
+    yield _normalise(text)
+    if not text.isascii() and _BLANK.search(text) and (joined := _INNER_BLANK.sub("", text)) != text:
+        yield _normalise(joined)
+
+
 # ---------------------------------------------------------------------------------------------
 # Value checks shared by the rules
 # ---------------------------------------------------------------------------------------------
@@ -278,19 +341,19 @@ _PLACEHOLDER_MARKERS = (
     "****",
     "...",
     "\u2026",
-    "<",
-    ">",
-    "${",
     "{{",
     "}}",
-    "%(",
-    "$(",
     "replace",
     "insert",
 )
-# Credential words inside a value (``my-secret-token``, ``password``) also mark a stand-in, except on
-# a command line: there the value after ``-p`` is the password as typed (``sshpass -p secret``).
+# Credential words inside a value made only of words (``my-secret-token``, ``password``) also mark a
+# stand-in, except on a command line: there the value after ``-p`` is the password as typed
+# (``sshpass -p secret``). With a digit or a symbol beside the word (``MySecret2024!``) it is a password.
 _CREDENTIAL_WORD_MARKERS = ("password", "passwort", "secret", "token")
+_WORDS_ONLY = re.compile(r"[A-Za-z]+(?:[-_. ][A-Za-z]+)*")
+# Template syntax marks a stand-in only as a whole construct: ``<your-password>``, ``${DB_PASSWORD}``,
+# ``$(cat /run/secrets/db)``, ``%(pw)s``. A lone ``<``, ``>`` or ``$(`` is a character of a password.
+_TEMPLATE = re.compile(r"^<|>$|<[A-Za-z][A-Za-z0-9_ .-]*>|\$\{[^}]*\}|\$\([^)]*\)|%\([^)]*\)")
 
 # Whole values that are defaults or stand-ins; matched case-insensitively.
 _PLACEHOLDER_VALUES = frozenset(
@@ -349,6 +412,11 @@ _CAMEL_TOKENS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _ALNUM_RUNS = re.compile(r"[A-Za-z0-9]+")
 _HEX_ONLY = re.compile(r"[0-9a-fA-F]+")
 _TOKEN_SEPARATORS = re.compile(r"[-_.~+/=]")
+# A reference to a value kept elsewhere, by how it starts: ``$NAME``, ``${NAME}``, ``$(command)``,
+# ``%NAME%``, ``@Microsoft.KeyVault(...)``, YAML anchors; and calls (``os.getenv("X")``). A password
+# that merely starts with ``$`` or holds a ``(`` is not one.
+_REFERENCE_START = re.compile(r"\$\{|\$\(|\$[A-Za-z_]\w*$|%[A-Za-z_]\w*%$|%\(|@[A-Za-z]|[&*][A-Za-z_]\w*$")
+_CALL = re.compile(r"[A-Za-z_][\w.:]*\(")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 # Randomness thresholds; the module docstring explains where they come from.
@@ -375,18 +443,39 @@ def _markers(markers: tuple[str, ...]) -> re.Pattern[str]:
     )
 
 
-_MARKERS = _markers(_PLACEHOLDER_MARKERS + _CREDENTIAL_WORD_MARKERS)
 _STAND_IN_MARKERS = _markers(_PLACEHOLDER_MARKERS)
+_CREDENTIAL_WORDS = _markers(_CREDENTIAL_WORD_MARKERS)
+
+
+class _Markers:
+    """What marks a value as a stand-in: marker words and templates, and, unless ``typed`` (a
+    command line), a credential word in a value made only of words."""
+
+    def __init__(self, *, typed: bool) -> None:
+        self.typed = typed
+
+    def search(self, value: str) -> bool:
+        if _STAND_IN_MARKERS.search(value) is not None or _TEMPLATE.search(value) is not None:
+            return True
+        return (
+            not self.typed
+            and _WORDS_ONLY.fullmatch(value) is not None
+            and (_CREDENTIAL_WORDS.search(value) is not None)
+        )
+
+
+_MARKERS = _Markers(typed=False)
+_TYPED_MARKERS = _Markers(typed=True)
 
 
 _BASE64_VALUE = re.compile(r"[A-Za-z0-9+/]{4,}={0,2}")
 
 
-def _is_placeholder(value: str, markers: re.Pattern[str] = _MARKERS) -> bool:
+def _is_placeholder(value: str, markers: _Markers = _MARKERS) -> bool:
     lowered = value.lower()
     if lowered in _PLACEHOLDER_VALUES or len(set(lowered)) <= 2 or _MASK_ONLY.fullmatch(value):
         return True
-    if markers.search(value) is not None:
+    if markers.search(value):
         return True
     # Kubernetes Secret data is base64: ``api-key: bW1rXzNmOWEuLi4=`` is "mmk_3f9a..." in a manual.
     if len(value) % 4 == 0 and _BASE64_VALUE.fullmatch(value):
@@ -394,13 +483,13 @@ def _is_placeholder(value: str, markers: re.Pattern[str] = _MARKERS) -> bool:
             decoded = base64.b64decode(value, validate=True).decode("ascii")
         except (binascii.Error, ValueError):
             return False
-        return decoded.isprintable() and markers.search(decoded) is not None
+        return decoded.isprintable() and markers.search(decoded)
     return False
 
 
 def _is_reference(value: str) -> bool:
     """A name that points at a secret kept elsewhere (env var, attribute, call, path, URL)."""
-    if value.startswith(("$", "%", "@", "&", "*")) or "(" in value:
+    if _REFERENCE_START.match(value) or _CALL.match(value):
         return True
     if _ENV_NAME.fullmatch(value) or _SNAKE_WORDS.fullmatch(value) or _DOTTED_NAME.fullmatch(value):
         return True
@@ -520,7 +609,7 @@ _VERSION = re.compile(r"v?\d+(?:\.\d+)+[\w.-]*")
 _PASSWORD_SYMBOL = re.compile(r"[!#$%&*+=?@^~|]")
 
 
-def _password_like(value: str, markers: re.Pattern[str] = _MARKERS) -> bool:
+def _password_like(value: str, markers: _Markers = _MARKERS) -> bool:
     """A value right after a password word in prose ("Passwort: Sommer2024", "the pw is hunter2").
 
     Weaker than `_credential_like` because the word already says "password": 6+ characters with a
@@ -538,11 +627,15 @@ def _password_like(value: str, markers: re.Pattern[str] = _MARKERS) -> bool:
 def _typed_password(value: str) -> bool:
     """The value of a password flag on a command line: anything but a stand-in, a reference or a flag.
 
-    Words count here (``sshpass -p secret``): on a command line they are the password as typed.
+    Words count here (``sshpass -p secret``): on a command line they are the password as typed. A
+    word in capitals (``htpasswd -b FILE USER PASSWORD``) is the metavariable of a usage line.
     """
-    if len(value) < 5 or value.startswith("-") or _is_reference(value):
+    if len(value) < 5 or value.startswith("-") or _is_reference(value) or _METAVARIABLE.fullmatch(value):
         return False
-    return not _is_placeholder(value, _STAND_IN_MARKERS)
+    return not _is_placeholder(value, _TYPED_MARKERS)
+
+
+_METAVARIABLE = re.compile(r"[A-Z][A-Z_]*[`'\"]?")
 
 
 _TRAILING_PUNCT = ".,;:!?)]}"
@@ -705,7 +798,7 @@ def _flag_value(match: re.Match[str]) -> tuple[str, bool]:
     value, _ = _unquote(match.group("v"))
     if not _typed_password(value):
         return value, False
-    return value, _password_like(value, _STAND_IN_MARKERS) or _credential_like(value)
+    return value, _password_like(value, _TYPED_MARKERS) or _credential_like(value)
 
 
 def _cli_short_flag(match: re.Match[str]) -> bool:
@@ -759,18 +852,20 @@ _B64 = r"[A-Za-z0-9+/]"
 _PASSWORD_WORDS = (
     r"passwor[dt]|passwd|pwd|passphrase|passcode|kennwort|mot[ _-]de[ _-]passe|mdp|contrase[ñn]a|senha|"
     r"palavra[ _-]passe|wachtwoord|parola[ _-]d['’]ordine|has[łl]o|l[öo]senord(?:et)?|adgangskode(?:n)?|"
-    r"passord(?:et)?|salasana|[şs]ifre(?:si)?|heslo|пароль"
+    r"passord(?:et)?|salasana|[şs]ifre(?:si)?|heslo|пароль|κωδικ[όο]ς(?: πρόσβασης)?|συνθηματικό|"
+    r"jelsz[óo]|jelszava|kata[ _-]sandi(?:nya)?|m[ậa]t[ _-]kh[ẩa]u"
 )
-_PASSWORD_NAMES = _PASSWORD_WORDS + r"|clave|(?<![a-z])(?:pass|pw)"
+_PASSWORD_NAMES = _PASSWORD_WORDS + r"|clave|parol[aă]|sshpass|(?<![a-z])(?:pass|pw)"
 # Where each of the words above starts (see `_Rule.anchors`).
 _PASSWORD_ANCHORS = (
     "pass", "kennwort", "mot", "mdp", "contrase", "senha", "palavra", "wachtwoord", "parola", "hasło",
     "haslo", "lösenord", "losenord", "adgangskode", "salasana", "şifre", "sifre", "heslo", "пароль", "pw",
-    "clave",
+    "clave", "κωδικ", "συνθηματικό", "jelsz", "kata", "mật", "parol", "sshpass",
 )  # fmt: skip
 # "the password for the router is X" in the languages above; "now" may follow the verb.
 _PROSE_VERB = (
     r"(?:\s(?:is|was|ist|lautet|heißt|heisst|war|è|e|era|est|était|etait|es|é|foi|luidt|to|jest|är|ar|er|on|je"
+    r"|είναι|adalah|là|este"
     r"|(?:changed|set|reset|updated)\s+to|geändert\s+(?:auf|in|zu)|changé\s+(?:en|pour)|cambiad[ao]\s+a"
     r"|alterad[ao]\s+para|gewijzigd\s+in)|\s?(?::|->|→|=>))\s+"
     r"(?:(?:now|jetzt|nun|ora|maintenant|ahora|agora|nu|teraz|nå|nyt)\s+)?"
@@ -800,6 +895,7 @@ _CLI_PASSWORD_FLAGS: tuple[tuple[str, str], ...] = (
     (r"zip|unzip", r"-P[ \t]+"),
     (r"7z|7za|7zr|rar|unrar", r"-p"),
     (r"sqlcmd|bcp|ipmitool", r"-P[ \t]+"),
+    (r"psexec|psexec64|paexec|rdesktop", r"-p[ \t]+"),
     (r"smbclient", r"-U[ \t]+[^\s%]+%"),
     (r"openssl", r"-(?:pass(?:in|out|word)?|k)[ \t]+pass:"),
     (r"keytool|jarsigner", r"-(?:src|dest|new)?(?:store|key)?pass[ \t]+"),
@@ -859,6 +955,226 @@ _SERVICE_TOKEN_HINTS = (
     "atatt3",
     "ntn_",
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# Hidden forms: encodings, more languages, more tools, webhook URLs, named services
+# ---------------------------------------------------------------------------------------------
+
+# The DER of a private key, by its first bytes: a SEQUENCE, then a version INTEGER (0 or 1), then
+# what follows the version in PKCS#1 (an INTEGER: the modulus), PKCS#8 (a SEQUENCE: the algorithm)
+# or SEC 1 (an OCTET STRING: the EC key). Certificates, public keys and CSRs open with two
+# SEQUENCEs, so they do not match.
+_DER_PRIVATE_KEY = re.compile(rb"\x30(?:\x82..|\x81.|[\x00-\x7f])\x02\x01[\x00\x01][\x02\x30\x04]", re.DOTALL)
+
+
+def _bare_pem_body(blob: str) -> bool:
+    """A line of 60+ base64 characters whose bytes open like the DER of a private key: the first
+    line of a PEM body whose BEGIN/END lines were left out."""
+    if len(blob) < 60 or blob[0] != "M":
+        return False
+    try:
+        head = base64.b64decode(blob[:24])
+    except (binascii.Error, ValueError):
+        return False
+    return _DER_PRIVATE_KEY.match(head) is not None
+
+
+# Base64 (standard or URL-safe) long enough to hide a token or an ``id:secret`` pair.
+_BASE64_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/_=-])")
+_ID_SECRET = re.compile(r"[\w.@+-]{2,100}:(?P<v>[^\s:]{6,200})")
+
+
+def _decoded_base64(blob: str) -> str | None:
+    """`blob` decoded, when it is base64 of printable text; otherwise None."""
+    data = blob.rstrip("=")
+    if len(data) % 4 == 1:
+        return None
+    padded = data + "=" * (-len(data) % 4)
+    try:
+        raw = (
+            base64.urlsafe_b64decode(padded)
+            if "-" in data or "_" in data
+            else base64.b64decode(padded, validate=True)
+        )
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return decoded if decoded.isprintable() and len(decoded) >= 12 else None
+
+
+def _base64_hidden(text: str) -> SecretMatch | None:
+    """A credential inside base64: what the rules find in the decoded text, or an ``id:secret`` pair
+    (how client credentials and registry auth are sent)."""
+    for match in _BASE64_BLOB.finditer(text):
+        if _bare_pem_body(match.group()):
+            return SecretMatch("private_key", _LABELS["private_key"])
+        decoded = _decoded_base64(match.group())
+        if decoded is None:
+            continue
+        if (inner := _find(decoded, decode=False)) is not None:
+            return inner
+        pair = _ID_SECRET.fullmatch(decoded)
+        if pair is not None and (_credential_like(pair["v"]) or _password_like(pair["v"])):
+            return SecretMatch("basic_auth", _LABELS["basic_auth"])
+    return None
+
+
+# "パスワードは X", "密码是 X", "비밀번호는 X": the value is the ASCII run after the word and its particle.
+_CJK_PASSWORD_WORDS = ("パスワード", "暗証番号", "密码", "密碼", "口令", "비밀번호", "암호")
+_CJK_PASSWORD = re.compile(
+    "(?:" + "|".join(_CJK_PASSWORD_WORDS) + r")[ \t]*(?:は|が|:|是|为|為|는|은|=|->)?[ \t]*[「『\"']?"
+    r"(?P<v>[!-~]{6,100})"
+)
+
+
+def _cjk_value(match: re.Match[str]) -> bool:
+    value = match.group("v").rstrip("\"'.,;:!?)]}」』")
+    return _password_like(value)
+
+
+# The value before the word: "use X as the password", "nimm X als Passwort", "X is the new password".
+# The rule finds the password word (at its anchors) and reads backwards from it.
+_PASSWORD_WORD = rf"(?:{_PASSWORD_WORDS})\b"
+_VALUE_BEFORE = re.compile(
+    r"""(?:^|[\s(])["'`]?(?P<v>[^\s"'`]{6,100}?)["'`]?[ \t]+(?i:as|als|comme|como|come|is|ist|est|es|è|är|er)"""
+    r"[ \t]+(?i:(?:the|a|an|my|our|new|das|die|ein|neue|neues|le|la|un|nouveau|el|nuevo|nueva|il|nuovo|"
+    r"nuova|o|novo|nova)[ \t]+){0,2}$"
+)
+
+
+def _value_before(match: re.Match[str]) -> bool:
+    """The token right before "as the password" (or its translation) is a password."""
+    text, start = match.string, match.start()
+    before = _VALUE_BEFORE.search(text, max(0, start - 140), start)
+    return before is not None and _password_like(before.group("v"))
+
+
+# Command lines of tools that take a password as a positional argument or a Windows-style switch.
+_NET_USE = re.compile(r"\bnet[ \t]+use[ \t]+(?P<args>[^\n]+)", re.IGNORECASE)
+_NET_USE_NOT_PASSWORD = re.compile(r"[A-Za-z]:|\\\\\S*|/\S*|\*|\S*\\\S*|[A-Za-z]:\\\S*")
+
+
+def _net_use(match: re.Match[str]) -> bool:
+    """``net use [drive:] \\\\server\\share [password] /user:NAME [password]``."""
+    args = match.group("args")
+    for token in re.finditer(r"\S+", args):
+        word = token.group()
+        if _NET_USE_NOT_PASSWORD.fullmatch(word):
+            continue
+        # The first word that is not a drive, a share, a switch or ``*`` is the password, unless
+        # prose follows it ("... /user:jdoe prompts for the password").
+        if _PROSE_AFTER.match(args, token.end()) or _PROSE_AFTER.match(" " + word):
+            return False
+        return _typed_password(_unquote(word)[0])
+    return False
+
+
+_POSITIONAL_PASSWORD = re.compile(
+    # htpasswd -b[cBmsdpi] FILE USER PASSWORD
+    r"\bhtpasswd[ \t]+-(?-i:[a-zA-Z]*b[a-zA-Z]*)(?:[ \t]+-[a-zA-Z]+)*[ \t]+\S+[ \t]+\S+[ \t]+(?P<v>[^\s]+)"
+    # sqlplus USER/PASSWORD[@DB]
+    r"|\bsqlplus[ \t]+(?:-\w+[ \t]+)*[\w.$#-]+/(?P<v2>[^\s@/]+)"
+    # echo 'USER:PASSWORD' | chpasswd
+    r"|\becho[ \t]+['\"]?[\w.-]+:(?P<v3>[^\s'\"]+)['\"]?[ \t]*\|[ \t]*(?:sudo[ \t]+)?chpasswd"
+    # xfreerdp /p:PASSWORD, wmic /password:PASSWORD, cmdkey /pass:PASSWORD, schtasks /rp PASSWORD
+    r"|\b(?:[xw]l?freerdp|wmic|cmdkey|schtasks|runas)\b[^\n]*?[ \t]/(?:p|pass|password|rp)[: \t](?P<v4>[^\s/]+)",
+    re.IGNORECASE,
+)
+
+
+def _positional_password(match: re.Match[str]) -> bool:
+    value = next(v for v in match.group("v", "v2", "v3", "v4") if v is not None)
+    return _typed_password(_unquote(value)[0])
+
+
+# Webhook URLs whose path is the secret: a random segment after /hooks/, /webhooks/ (Mattermost,
+# Rocket.Chat, Gitea, n8n, ...), Zapier's catch hooks and IFTTT's maker key; and URLs that carry a
+# key, token or signature as a query parameter.
+_HOOK_URL = re.compile(
+    r"https?://hooks\.zapier\.com/hooks/catch/\d+/(?P<zap>[A-Za-z0-9]{5,})"
+    r"|https?://[^\s/]+(?:/[^\s/?#]+)*?/(?:hooks|webhooks?|catch|key)/(?P<rest>[^\s?#<>\"']+)"
+)
+_URL_SECRET_PARAM = re.compile(
+    r"https?://[^\s?#]+\?[^\s#]*?(?<=[?&])(?:key|token|secret|sig|signature|access_token|api_key|apikey|"
+    r"auth|password|pwd|code)=(?P<v>[^&\s#<>\"']+)",
+    re.IGNORECASE,
+)
+
+
+def _token_shaped(value: str) -> bool:
+    """A random segment of 16+ characters (base64url, hex or base36)."""
+    if len(value) < 16 or _is_placeholder(value) or _UUID.fullmatch(value):
+        return False
+    joined = _TOKEN_SEPARATORS.sub("", value)
+    return (
+        _looks_random(joined)
+        or _looks_random(joined.lower(), mixed_case=False)
+        or _looks_random_lowercase(joined.lower())
+        or (len(value) >= 32 and _HEX_ONLY.fullmatch(value) is not None)
+    )
+
+
+def _hook_url(match: re.Match[str]) -> bool:
+    if match.group("zap") is not None:
+        return not _is_placeholder(match.group("zap"))
+    return any(_token_shaped(segment) for segment in match.group("rest").split("/"))
+
+
+def _url_secret_param(match: re.Match[str]) -> bool:
+    return _token_shaped(match.group("v"))
+
+
+# Services whose keys have no prefix of their own (Datadog's are 32 or 40 hex characters): a
+# key-shaped value right after the service's name, optionally with "API key", "token" and the like.
+_VENDORS = (
+    r"datadog|dd[ _-]?(?:api|app|client)[ _-]?(?:key|token)|new[ _-]?relic|newrelic|pager[ _-]?duty|mailgun|"
+    r"mailchimp|sentry|heroku|algolia|okta|auth0|cloudflare|vercel|netlify|mixpanel|amplitude|bugsnag|"
+    r"rollbar|circleci|travis|jfrog|artifactory|dropbox|asana|airtable|contentful|launchdarkly|snyk|"
+    r"sonarqube|sonarcloud|fastly|pusher|supabase|twitch|braintree|plaid|intercom|zendesk|freshdesk|"
+    r"hubspot|salesforce|openweather(?:map)?|mapbox|honeycomb|logdna|loggly|papertrail|opsgenie|splunk|"
+    r"sumo[ _-]?logic|codecov|coveralls|browserstack|sauce[ _-]?labs|postmark|mandrill|sparkpost|nexmo|"
+    r"vonage|messagebird|clickup|trello|figma|typeform|shippo|easypost|adyen|etherscan|infura"
+)
+_VENDOR_KEY = (
+    rf"(?:{_VENDORS})(?![a-z])[^\n]{{0,40}}?(?<![a-z0-9_-])(?P<v>[a-z0-9_-]{{20,100}})(?![a-z0-9_-])"
+)
+_VENDOR_HINTS = tuple(
+    sorted(
+        {
+            "datadog", "dd", "new", "pager", "mailgun", "mailchimp", "sentry", "heroku", "algolia", "okta",
+            "auth0", "cloudflare", "vercel", "netlify", "mixpanel", "amplitude", "bugsnag", "rollbar",
+            "circleci", "travis", "jfrog", "artifactory", "dropbox", "asana", "airtable", "contentful",
+            "launchdarkly", "snyk", "sonar", "fastly", "pusher", "supabase", "twitch", "braintree", "plaid",
+            "intercom", "zendesk", "freshdesk", "hubspot", "salesforce", "openweather", "mapbox", "honeycomb",
+            "logdna", "loggly", "papertrail", "opsgenie", "splunk", "sumo", "codecov", "coveralls",
+            "browserstack", "sauce", "postmark", "mandrill", "sparkpost", "nexmo", "vonage", "messagebird",
+            "clickup", "trello", "figma", "typeform", "shippo", "easypost", "adyen", "etherscan", "infura",
+        }
+    )
+)  # fmt: skip
+
+
+def _vendor_key(match: re.Match[str]) -> bool:
+    value = match.group("v")
+    between = match.string[match.start() : match.start("v")]
+    # Words between the name and the value that make it something else: a commit, a version, a ticket.
+    if re.search(r"(?i)\b(?:commit|sha|version|release|build|ticket|issue|trace|request|id)\b", between):
+        return False
+    return _token_shaped(value) or _random_upper(value)
+
+
+def _random_upper(value: str) -> bool:
+    """Uppercase letters and digits, randomly mixed (base32 or base36 keys); ULIDs excluded."""
+    if len(value) < 20 or not value.isalnum() or value.upper() != value or _HEX_ONLY.fullmatch(value):
+        return False
+    if _ULID.fullmatch(value):
+        return False
+    return _looks_random(value.lower(), mixed_case=False)
+
+
+_ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
 
 _RULES: tuple[_Rule, ...] = (
     # This project's own keys (``store/keys.py``): ``mmk_<prefix>_<secret>``.
@@ -989,7 +1305,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "azure_client_secret",
-        re.compile(r"(?P<v>[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
+        re.compile(r"(?P<v>[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{30,40})(?![A-Za-z0-9_~.-])"),
         _value(_varied),
         hints=("q~",),
         not_after=_WORD_DASH + "~.",
@@ -1018,6 +1334,15 @@ _RULES: tuple[_Rule, ...] = (
         not_after=_WORD,
     ),
     _Rule("service_token", _SERVICE_TOKEN, _value(_varied), _SERVICE_TOKEN_HINTS, _WORD_DASH),
+    _any_case(
+        "vendor_api_key",
+        _VENDOR_KEY,
+        _vendor_key,
+        # "new" and "dd" start too many words to be worth a search: their hints are longer.
+        hints=(*(h for h in _VENDOR_HINTS if h not in ("new", "dd")), "relic", "dd_", "dd-", "dd ", "ddap"),
+        not_after=_WORD,
+        anchors=_VENDOR_HINTS,
+    ),
     _Rule(
         "huggingface_token",
         re.compile(r"(?P<v>(?:hf|api_org)_[A-Za-z0-9]{30,40})(?![A-Za-z0-9_])"),
@@ -1028,7 +1353,7 @@ _RULES: tuple[_Rule, ...] = (
     # Structural formats.
     _Rule(
         "jwt",
-        re.compile(r"(?P<h>ey[A-Za-z0-9_-]{10,})\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,}"),
+        re.compile(r"(?P<h>ey[A-Za-z0-9_-]{10,})\s*\.\s*ey[A-Za-z0-9_-]{10,}\s*\.\s*[A-Za-z0-9_-]{16,}"),
         _jwt_header_has_alg,
         not_after=_WORD_DASH,
     ),
@@ -1053,6 +1378,13 @@ _RULES: tuple[_Rule, ...] = (
         _base64_pem,
         not_after=_B64[1:-1],
     ),
+    _Rule(
+        "private_key",
+        re.compile(r"b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/=\r\n]{100,}"),
+        hints=("b3blbnnzac1rzxktdje",),
+    ),
+    _Rule("webhook_url", _HOOK_URL, _hook_url, hints=("/hooks/", "/webhook", "/catch/", "/key/")),
+    _Rule("webhook_url", _URL_SECRET_PARAM, _url_secret_param, hints=("?", "&")),
     _Rule(
         "connection_string_password",
         re.compile(r"://[^\s:/?#@]*:(?P<v>[^\s/?#@]+)@[^\s/?#@]"),
@@ -1081,6 +1413,13 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # Command lines, then assignments, then the prose forms of a password.
     _Rule("cli_password", _CLI_FLAG, _cli_short_flag, anchors=(" -", "\t-", "\n-")),
+    _Rule("cli_password", _NET_USE, _net_use, hints=("net",)),
+    _Rule(
+        "cli_password",
+        _POSITIONAL_PASSWORD,
+        _positional_password,
+        hints=("htpasswd", "sqlplus", "chpasswd", "freerdp", "wmic", "cmdkey", "schtasks", "runas"),
+    ),
     _Rule("cli_password", _CLI_LONG_FLAG, _cli_long_flag, not_after=_WORD_DASH),
     _any_case(
         "password_assignment",
@@ -1100,6 +1439,16 @@ _RULES: tuple[_Rule, ...] = (
         rf"\b(?:{_PASSWORD_WORDS}|pw)[ \t]+(?P<v>[^\s\"'`,;]{{8,100}})",
         _value(_credential_like),
         anchors=_PASSWORD_ANCHORS,
+    ),
+    _Rule("password_assignment", _CJK_PASSWORD, _cjk_value, anchors=_CJK_PASSWORD_WORDS),
+    _any_case("password_assignment", _PASSWORD_WORD, _value_before, anchors=_PASSWORD_ANCHORS),
+    _Rule(
+        "password_assignment",
+        re.compile(
+            r"\bparol[aă](?:[ \t][^\n.:]{0,30}?)?(?:[ \t]+este|[ \t]*:)[ \t]+" + _PROSE_VALUE, re.IGNORECASE
+        ),
+        _prose_value(_password_like),
+        hints=("parol",),
     ),
     _Rule(
         "password_assignment",
@@ -1135,14 +1484,14 @@ _SECRET_WORD = re.compile(
     r"(?<![A-Za-z])(?i:api[_-]?key|keys?|secrets?|tokens?|credentials?|passwor[dt]s?|passwd|kennwort|"
     r"chiave|chiavi|schl[üu]ssel|segreto|passphrase|cl[ée]s?|jetons?|secr[eè]te?|clave|llave|chaves?|"
     r"secreto|segredo|senha|contrase[ñn]a|sleutel|geheime?|wachtwoord|klucz|has[łl]o|nyckel|n[øo]gle|"
-    r"avain|anahtar|kl[ií][čc]|ключ|токен|секрет|пароль)(?![a-z])"
+    r"avain|anahtar|kl[ií][čc]|ключ|токен|секрет|пароль|creds?|service:)(?![a-z])"
 )
 _SECRET_WORD_HINTS = (
     "key", "secret", "token", "credential", "passw", "kennwort", "chiav", "schl", "segret", "cl", "jeton",
     "secr", "llave", "chave", "segredo", "senha", "contrase", "sleutel", "geheim", "wachtwoord", "klucz",
-    "has", "nyckel", "gle", "avain", "anahtar", "kl", "ключ", "токен", "секрет", "пароль",
+    "has", "nyckel", "gle", "avain", "anahtar", "kl", "ключ", "токен", "секрет", "пароль", "cred", "service:",
 )  # fmt: skip
-_CANDIDATE = re.compile(r"[A-Za-z0-9+/_=-]{20,}")
+_CANDIDATE = re.compile(r"[A-Za-z0-9+/_=-](?:[A-Za-z0-9+/_=~.-]{18,}[A-Za-z0-9+/_=-])")
 _CONTEXT_BEFORE = 60
 _CONTEXT_AFTER = 30
 # Random-looking but public: digests and fingerprints (SHA256:..., sha384-... in SRI attributes),
@@ -1176,8 +1525,12 @@ def _generic_high_entropy(text: str) -> bool:
     """A random-looking string with a credential word shortly before or after it on the same line."""
     for match in _CANDIDATE.finditer(text):
         candidate = match.group().rstrip("=")
-        # Mixed case, or lowercase with digits (ULIDs and other uppercase ids stay out).
-        random_looking = _looks_random(candidate) or _looks_random_lowercase(candidate)
+        # Mixed case, or lowercase with digits, or uppercase with digits (ULIDs stay out); dots and
+        # tildes inside count as separators (Azure client secrets), not as sentence punctuation.
+        joined = re.sub(r"[~.]", "", candidate) if "~" in candidate else candidate
+        if "." in joined:
+            continue
+        random_looking = _looks_random(joined) or _looks_random_lowercase(joined) or _random_upper(joined)
         if not random_looking or _is_placeholder(candidate) or _is_public_or_id(text, match):
             continue
         line_start = text.rfind("\n", 0, match.start()) + 1
@@ -1221,7 +1574,14 @@ def _matches(rule: _Rule, subject: str, positions: list[int]) -> Iterator[re.Mat
 
 def find_secret(text: str) -> SecretMatch | None:
     """Return the first credential found in `text` (rules in the module docstring), or None."""
-    text = _normalise(text)
+    for variant in _variants(text):
+        if (found := _find(variant, decode=True)) is not None:
+            return found
+    return None
+
+
+def _find(text: str, *, decode: bool) -> SecretMatch | None:
+    """The rules on normalised `text`; with `decode`, also on what base64 in it decodes to."""
     lowered = _lower_same_length(text)
     positions: dict[tuple[str, ...], list[int]] = {}
     for rule in _RULES:
@@ -1238,7 +1598,7 @@ def find_secret(text: str) -> SecretMatch | None:
                 return SecretMatch(rule.kind, _LABELS[rule.kind])
     if any(hint in lowered for hint in _SECRET_WORD_HINTS) and _generic_high_entropy(text):
         return SecretMatch("generic_high_entropy", _LABELS["generic_high_entropy"])
-    return None
+    return _base64_hidden(text) if decode else None
 
 
 def find_secret_in_fields(**fields: str | None) -> tuple[str, SecretMatch] | None:

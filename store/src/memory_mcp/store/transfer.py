@@ -27,7 +27,7 @@ from . import validation
 from .audit import record
 from .db import Database, HalfVector
 from .errors import QuotaExceeded, SecretRefused, StoreError, ValidationError
-from .memories import checked_content, content_hash
+from .memories import checked_content, content_hash, refuse_secrets, take_turn
 
 FORMAT_VERSION = 1
 # What a memory can be in a file. ``proposed`` and ``rejected`` exist where the review flow does.
@@ -310,6 +310,8 @@ def _entry(number: int, raw: object) -> Entry:
             raise ValidationError("version", "must be an integer >= 1")
         supersedes = raw.get("supersedes")
         document = raw.get("document")
+        title = str(raw.get("documentTitle") or "")
+        refuse_secrets(documentTitle=title)
         return Entry(
             **common,
             content=content,
@@ -320,13 +322,18 @@ def _entry(number: int, raw: object) -> Entry:
             supersedes=None if supersedes is None else _identifier(supersedes, "supersedes"),
             document=None if document is None else _identifier(document, "document"),
             forgotten_at=_timestamp(raw.get("forgottenAt"), "forgottenAt"),
-            title=str(raw.get("documentTitle") or ""),
+            title=title,
             position=_position(raw),
         )
     if kind == "document":
         body = validation.text_field(raw.get("content", ""), "content", MAX_DOCUMENT)
         title = validation.non_empty(raw.get("title", ""), "title", MAX_TITLE)
         source = raw.get("source")
+        category = validation.category(raw.get("category"))
+        summary = validation.text_field(raw.get("summary") or "", "summary", MAX_DOCUMENT)
+        name = validation.optional_text(raw.get("fileName"), "fileName", 255)
+        # A document line is shown again (getDocument, listDocuments) like a memory: same check.
+        refuse_secrets(title=title, category=category, fileName=name, summary=summary, content=body)
         return Entry(
             **common,
             content=body,
@@ -334,9 +341,9 @@ def _entry(number: int, raw: object) -> Entry:
             title=title,
             doc_type=validation.non_empty(raw.get("docType") or "text", "docType", 64),
             source=source if source in ("text", "file") else "text",
-            category=validation.category(raw.get("category")),
-            summary=validation.text_field(raw.get("summary") or "", "summary", MAX_DOCUMENT),
-            file_name=validation.optional_text(raw.get("fileName"), "fileName", 255),
+            category=category,
+            summary=summary,
+            file_name=name,
             forgotten_at=_timestamp(raw.get("updatedAt"), "updatedAt") if raw.get("forgotten") else None,
         )
     raise ValidationError("type", "must be 'memory' or 'document'")
@@ -607,6 +614,9 @@ class _Importer:
         self.report.imported += len(todo)
 
     async def _check_quota(self, conn: AsyncConnection, adding: int) -> None:
+        # The space row is locked before the count (see `memories.take_turn`), so an import and a
+        # save or a finishing document cannot both take the last places.
+        await take_turn(conn, self.space_id)
         row = (
             await conn.execute(
                 text(

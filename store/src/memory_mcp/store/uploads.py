@@ -60,15 +60,16 @@ async def create_upload_token(
     return token, expires_at
 
 
-async def check_upload_token(db: Database, token: str, presenter: Caller | None = None) -> None:
-    """Refuse a token that could not be consumed now, without consuming it (read before an upload)."""
+async def check_upload_token(db: Database, token: str, presenter: Caller | None = None) -> Caller:
+    """Refuse a token that could not be consumed now, without consuming it (read before an upload);
+    the caller behind the key it is bound to otherwise."""
     if not token.startswith(TOKEN_PREFIX):
         raise _refused()
     async with db.transaction() as conn:
         found = (
             await conn.execute(
                 text(
-                    "SELECT 1 FROM upload_tokens WHERE token_hash = :h AND used_at IS NULL "
+                    "SELECT key_id FROM upload_tokens WHERE token_hash = :h AND used_at IS NULL "
                     "AND expires_at > now() AND (CAST(:k AS uuid) IS NULL OR key_id = :k)"
                 ),
                 {"h": _hash(token), "k": presenter.key.id if presenter else None},
@@ -76,6 +77,7 @@ async def check_upload_token(db: Database, token: str, presenter: Caller | None 
         ).first()
     if found is None:
         raise _refused()
+    return await identity.caller_for_key(db, found.key_id)
 
 
 async def consume_upload_token(db: Database, token: str, presenter: Caller | None = None) -> SpaceContext:

@@ -26,6 +26,11 @@ MAX_DOCUMENT_TEXT = 100_000
 # embedding on two cores). A file with more is refused with a reason rather than hold a worker for
 # hours; a 50 MB text file or a Word file that unpacks to gigabytes would.
 MAX_EXTRACTED_TEXT = 5_000_000
+# What one uploaded file may hold, checked before the long part of its extraction: pages of a PDF
+# (a scanned page costs about 2 s of OCR on two cores) and the length of a recording (speech runs at
+# about half its real time). Settings `max_pdf_pages` and `max_media_seconds` default to these.
+MAX_PDF_PAGES = 2_000
+MAX_MEDIA_SECONDS = 4 * 3600.0
 MAX_QUERY = 2000  # a semantic search question
 MAX_KEYWORD = 200  # a literal keyword
 MAX_CATEGORY = 64
@@ -47,7 +52,9 @@ DEFAULT_GRAPH_LIMIT = 100
 _UNFIT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 # Letters that render as nothing: text made only of them, spaces and format characters says nothing.
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp"})
+# Cn: unassigned code points and noncharacters (U+0378, U+FFFE): they render as nothing or a box,
+# so text made only of them says nothing (and would still be embedded and supersede a real memory).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp", "Cn"})
 
 
 def text_problem(value: str) -> str | None:

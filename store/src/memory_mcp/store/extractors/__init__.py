@@ -14,11 +14,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..validation import MAX_EXTRACTED_TEXT
+from ..validation import MAX_EXTRACTED_TEXT, MAX_MEDIA_SECONDS, MAX_PDF_PAGES
 from .base import (
     DOCUMENTS_EXTRA,
     Extracted,
     ExtractionFailed,
+    Limits,
     Progress,
     Section,
     UnsupportedType,
@@ -32,6 +33,7 @@ __all__ = [
     "SUPPORTED",
     "Extracted",
     "ExtractionFailed",
+    "Limits",
     "Progress",
     "Section",
     "UnsupportedType",
@@ -224,8 +226,17 @@ def check_available(media_type: str) -> None:
             )
 
 
+DEFAULT_LIMITS = Limits(max_pages=MAX_PDF_PAGES, max_media_seconds=MAX_MEDIA_SECONDS)
+
+
 def extract(
-    path: Path, media_type: str, *, language: str | None, progress: Progress, model_dir: Path
+    path: Path,
+    media_type: str,
+    *,
+    language: str | None,
+    progress: Progress,
+    model_dir: Path,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Extracted:
     """Extract one file. Blocking: run it in a worker thread.
 
@@ -240,7 +251,16 @@ def extract(
     module = importlib.import_module(f"{__name__}.{module_name}")
     function: Callable[..., Extracted] = getattr(module, function_name)
     if kind in ("audio", "video"):
-        extracted = function(path, media_type, language=language, progress=progress, model_dir=model_dir)
+        extracted = function(
+            path,
+            media_type,
+            language=language,
+            progress=progress,
+            model_dir=model_dir,
+            max_seconds=limits.max_media_seconds,
+        )
+    elif kind == "pdf":
+        extracted = function(path, progress, max_pages=limits.max_pages)
     else:
         extracted = function(path, progress)
     size = sum(len(section.text) for section in extracted.sections)

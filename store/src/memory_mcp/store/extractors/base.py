@@ -15,6 +15,14 @@ DOCUMENTS_EXTRA = "documents"
 
 
 @dataclass(frozen=True)
+class Limits:
+    """How much one file may hold: PDF pages and recording length (``validation`` has the defaults)."""
+
+    max_pages: int
+    max_media_seconds: float
+
+
+@dataclass(frozen=True)
 class Section:
     """One part of a document: a page, a group of CSV rows, a stretch of speech."""
 

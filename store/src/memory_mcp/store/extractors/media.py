@@ -111,6 +111,13 @@ def probe(path: Path) -> dict[str, object]:
     return info
 
 
+def _too_long(seconds: float, max_seconds: float) -> ExtractionFailed:
+    return ExtractionFailed(
+        f"the recording is {seconds / 60:,.0f} minutes long (at least), over the limit of "
+        f"{max_seconds / 60:,.0f} minutes; split it into shorter files"
+    )
+
+
 def whisper_language(language: str | None) -> str | None:
     """The whisper language code for an ISO 639-1 code or tag ("de", "de-CH"); None when unknown."""
     from faster_whisper.tokenizer import _LANGUAGE_CODES
@@ -122,10 +129,23 @@ def whisper_language(language: str | None) -> str | None:
 
 
 def extract_media(
-    path: Path, media_type: str, *, language: str | None, progress: Progress, model_dir: Path
+    path: Path,
+    media_type: str,
+    *,
+    language: str | None,
+    progress: Progress,
+    model_dir: Path,
+    max_seconds: float,
 ) -> Extracted:
-    """Transcribed speech in sections of about a minute, each with its start and end in seconds."""
+    """Transcribed speech in sections of about a minute, each with its start and end in seconds.
+
+    A recording longer than `max_seconds` is refused before transcription when its container says
+    how long it is, and as soon as the speech runs past the limit when it does not.
+    """
     metadata = probe(path)
+    declared = metadata.get("durationSeconds")
+    if isinstance(declared, float | int) and declared > max_seconds:
+        raise _too_long(float(declared), max_seconds)
     model = _model(model_dir)
     forced = whisper_language(language)
     try:
@@ -143,6 +163,8 @@ def extract_media(
                 start = float(segment.start)
             words.append(text)
             end = float(segment.end)
+            if end > max_seconds:
+                raise _too_long(end, max_seconds)
             if end - start >= SECTION_SECONDS:
                 sections.append(Section(text=" ".join(words), start_s=round(start, 2), end_s=round(end, 2)))
                 words, start = [], None

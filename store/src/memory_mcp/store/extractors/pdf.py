@@ -191,12 +191,17 @@ class _Pages:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def extract_pdf(path: Path, progress: Progress) -> Extracted:
-    """One section a page, in order; progress as pages are done."""
+def extract_pdf(path: Path, progress: Progress, *, max_pages: int) -> Extracted:
+    """One section a page, in order; progress as pages are done. More than `max_pages` pages: refused
+    before any is read."""
     import pypdfium2
 
     reader = _open(path)
     count = len(reader.pages)
+    if count > max_pages:
+        raise ExtractionFailed(
+            f"the PDF has {count:,} pages, over the limit of {max_pages:,}; split it into smaller files"
+        )
     pages = _Pages(count, progress)
     ocr_pages = 0
     document: PdfDocument | None = None

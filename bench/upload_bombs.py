@@ -1,0 +1,141 @@
+"""Decompression bombs against the extractors: the peak memory each upload costs the worker.
+
+Run from the repository root: ``python -m bench.upload_bombs``. Each file is extracted the way the
+document worker does it (``extractors.extract``), in a fresh process, and its peak RSS is printed
+beside that of an ordinary file of the same kind and the outcome (the refusal, for a bomb).
+
+- a PNG of 12,500 x 12,500 blank pixels (about 160 KB; Pillow's own bomb limit is 178 million);
+- a .docx whose main part is named ``word/document.dat`` and inflates to 1 GiB (about 1 MB);
+- an ordinary PNG and .docx for the baseline.
+
+The builders are shared with the tests (``tests/server/test_hardening_v3.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_bomb(side: int = 12_500) -> bytes:
+    """A grayscale PNG of `side` x `side` blank pixels, compressed row by row (little memory)."""
+    compressor = zlib.compressobj(9)
+    row = b"\x00" + b"\xff" * side  # filter byte, then white pixels
+    parts = [compressor.compress(row) for _ in range(side)]
+    parts.append(compressor.flush())
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", b"".join(parts))
+        + _chunk(b"IEND", b"")
+    )
+
+
+def docx_bomb(inflated: int = 1 << 30) -> bytes:
+    """A valid .docx whose main part is renamed ``word/document.dat`` (its relationships and content
+    types follow) and padded with whitespace after the root element up to `inflated` bytes."""
+    source = zipfile.ZipFile(io.BytesIO(ordinary_docx()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "word/document.xml":
+                info = zipfile.ZipInfo("word/document.dat")
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with archive.open(info, "w", force_zip64=True) as part:
+                    part.write(data)
+                    block = b" " * (1 << 20)
+                    for _ in range(max(0, inflated - len(data)) >> 20):
+                        part.write(block)
+                continue
+            name = item.filename.replace("document.xml.rels", "document.dat.rels")
+            archive.writestr(name, data.replace(b"document.xml", b"document.dat"))
+    return out.getvalue()
+
+
+def ordinary_docx() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("The release train leaves on Thursday at ten.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def ordinary_png() -> bytes:
+    from PIL import Image, ImageDraw
+
+    image = Image.new("L", (600, 200), 255)
+    ImageDraw.Draw(image).text((20, 80), "Release train leaves Thursday", fill=0)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+_MEASURE = """
+import json, resource, sys
+from pathlib import Path
+from memory_mcp.store import extractors
+path, media_type = Path(sys.argv[1]), sys.argv[2]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    extractors.extract(path, media_type, language=None, progress=extractors.no_progress, model_dir=path.parent)
+    outcome = "extracted"
+except extractors.ExtractionFailed as exc:
+    outcome = f"refused: {exc}"
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+ocr = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"outcome": outcome, "peak_mib": peak / 1024, "added_mib": (peak - before) / 1024,
+                  "ocr_mib": ocr / 1024}))
+"""
+
+
+def measure(path: Path, media_type: str) -> dict[str, object]:
+    """Extract `path` in a fresh process; its outcome, peak RSS, the RSS the extraction added and the
+    peak RSS of the OCR program it ran (if any)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(path), media_type], capture_output=True, text=True, check=True
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.parse_args()
+    docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    cases = [
+        ("ordinary PNG", ordinary_png, "image/png"),
+        ("PNG 12,500 x 12,500", png_bomb, "image/png"),
+        ("ordinary .docx", ordinary_docx, docx_type),
+        (".docx, document.dat inflating to 1 GiB", docx_bomb, docx_type),
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        for name, build, media_type in cases:
+            data = build()
+            path = Path(folder) / "upload"
+            path.write_bytes(data)
+            result = measure(path, media_type)
+            print(
+                f"{name:40} {len(data) / 1024:9,.0f} KB  peak RSS {result['peak_mib']:7,.0f} MiB "
+                f"(+{result['added_mib']:,.0f} MiB while extracting; OCR process {result['ocr_mib']:,.0f} MiB)  "
+                f"{result['outcome']}"
+            )
+
+
+if __name__ == "__main__":
+    main()
