@@ -71,7 +71,7 @@ async def _receive(request: Request, service: MemoryService, authorise: Authoris
             request.stream(),
             folder,
             service.settings.max_upload_bytes,
-            authorise,
+            authorise=authorise,
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
