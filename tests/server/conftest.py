@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +46,15 @@ TOOLS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def url_host(host: str) -> str:
+    """``host`` as it stands in a URL: IPv6 addresses in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 @dataclass
@@ -119,3 +128,55 @@ async def mcp_session(server: RunningServer, key: str) -> AsyncIterator[McpSessi
         Client(streamable_http_client(server.mcp_url, http_client=http)) as client,
     ):
         yield McpSession(client)
+
+
+@dataclass
+class ServedProcess:
+    base: str
+    proc: subprocess.Popen[str]
+
+
+@contextmanager
+def serve_process(database_url: str, host: str = "127.0.0.1") -> Iterator[ServedProcess]:
+    """``memory-mcp serve`` as its own process on ``database_url`` (embedder unreachable: the
+    server serves regardless, and nothing here needs a vector). Bound to the wildcard ``::``, it
+    is reached on ``::1``."""
+    reach = {"::": "::1", "0.0.0.0": "127.0.0.1"}.get(host, host)
+    port = free_port(reach)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memory_mcp.cli",
+            "serve",
+            "--database-url",
+            database_url,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--embedder",
+            f"http://127.0.0.1:{free_port()}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning", "MEMORY_MCP_BOOTSTRAP": "false"},
+    )
+    base = f"http://{url_host(reach)}:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                if httpx2.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.3)
+        yield ServedProcess(base, proc)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.communicate(timeout=60)

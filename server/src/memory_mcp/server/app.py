@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_mcp.core import metrics, package_version
+from memory_mcp.core import local_origin, metrics, package_version, url_host
 from memory_mcp.core.logs import describe_exception, request_id_var
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
@@ -73,7 +73,11 @@ class RequestMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
+                # A new message and header list: the one passed in may be shared with other responses
+                # (the SDK answers every SSE stream with one module-level list), so appending to it
+                # piled every request's id onto every later response.
+                headers = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
+                message = {**message, "headers": headers}
             await send(message)
 
         try:
@@ -230,13 +234,14 @@ def create_app(
     ``/healthz`` to 503 so that a supervisor (kubelet, systemd) restarts the process.
     """
     service = MemoryService(db, embedder, settings)
-    public_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    mcp = build_mcp(service, issuer_url=f"http://{public_host}:{settings.port}")
+    mcp = build_mcp(service, issuer_url=local_origin(settings.host, settings.port))
     # Behind an ingress the Host header is the public name; loopback binds keep DNS-rebinding checks.
+    # Clients send an IPv6 host in brackets ("[::1]:8765"), so the allow-lists hold it so.
+    loopback = [url_host(h) for h in LOOPBACK]
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=settings.host in LOOPBACK,
-        allowed_hosts=[f"{h}:{settings.port}" for h in LOOPBACK] + list(LOOPBACK),
-        allowed_origins=[f"http://{h}:{settings.port}" for h in LOOPBACK],
+        allowed_hosts=[f"{h}:{settings.port}" for h in loopback] + loopback,
+        allowed_origins=[f"http://{h}:{settings.port}" for h in loopback],
     )
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
@@ -329,7 +334,9 @@ def create_app(
     install_api_docs(app)
     # A route of its own rather than a mount at "/": a mount matches every path, which turned unknown
     # paths into the MCP app's plain-text 404 and a wrong method on a REST route into a 404 too.
-    app.router.routes.append(Route("/mcp", mcp_app, include_in_schema=False))
+    # POST only: the server is stateless and never sends anything unasked, so a GET stream could
+    # only ping until the client gave up (and it held shutdown until then). 405 names what is allowed.
+    app.router.routes.append(Route("/mcp", mcp_app, methods=["POST"], include_in_schema=False))
     # Largest request body by path prefix (the longest matching prefix decides). REST and MCP parse
     # JSON bodies in memory and share the default; an upload route adds its own, larger limit here.
     upload_limit = settings.max_upload_bytes + UPLOAD_ENVELOPE_BYTES

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from memory_mcp.core import local_origin
 from memory_mcp.store import validation
 
 from . import mcp_calls
@@ -29,7 +30,7 @@ def upload_base(service: MemoryService, ctx: Context[Any, Any] | None) -> str:
     base_url = getattr(request, "base_url", None)
     if base_url is not None:
         return str(base_url).rstrip("/")
-    return f"http://{service.settings.host}:{service.settings.port}"
+    return local_origin(service.settings.host, service.settings.port)
 
 
 def upload_text(out: UploadTokenOut) -> str:

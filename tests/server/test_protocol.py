@@ -1,0 +1,170 @@
+"""The MCP transport as strict clients see it: headers that stay the size they are, no streams that
+hang, spec error codes without echoes, truthful capabilities and a lean ``tools/list``."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import socket
+import time
+import uuid
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from memory_mcp.core import package_version
+from memory_mcp.store.db import Database
+from tests.factories import make_key, make_space, make_user
+from tests.server.conftest import RunningServer, serve_process
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+ACCEPT = "application/json, text/event-stream"
+_ids = itertools.count(1)
+
+
+def modern(method: str, params: dict[str, Any] | None = None, **capabilities: Any) -> dict[str, Any]:
+    """A 2026-07-28 request body: every request carries its envelope in ``params._meta``."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "protocol-test", "version": "1"},
+    }
+    return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**(params or {}), "_meta": meta}}
+
+
+def modern_headers(key: str, body: dict[str, Any]) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": ACCEPT,
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": body["method"],
+    }
+    name = body["params"].get("name") or body["params"].get("uri")
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def legacy_headers(key: str) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {key}",
+        "Accept": ACCEPT,
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": LEGACY,
+    }
+
+
+async def reader_key(server: RunningServer) -> str:
+    space = await make_space(server.db)
+    return await make_key(server.db, await make_user(server.db), {space: "Read"}, space)
+
+
+# --- defect: response headers must not pile up over the life of the process ----------------------
+
+REQUESTS_PER_KIND = 1000
+
+
+async def test_response_headers_stay_the_same_over_thousands_of_requests_of_every_kind(
+    server: RunningServer,
+) -> None:
+    key = await reader_key(server)
+    listen = {"notifications": {"toolsListChanged": True}}
+    kinds: dict[str, Any] = {
+        "modern JSON": lambda: ("POST", modern("ping"), None),
+        "modern listen (an SSE answer where served)": lambda: (
+            "POST",
+            modern("subscriptions/listen", listen),
+            None,
+        ),
+        "legacy JSON": lambda: ("POST", {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/list"}, LEGACY),
+        "GET stream": lambda: ("GET", None, LEGACY),
+    }
+    first: dict[str, tuple[int, int]] = {}
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        for _ in range(REQUESTS_PER_KIND):
+            for kind, make in kinds.items():
+                method, body, version = make()
+                headers = legacy_headers(key) if version else modern_headers(key, body)
+                request_id = uuid.uuid4().hex
+                headers["X-Request-Id"] = request_id
+                async with http.stream(method, "/mcp", json=body, headers=headers) as response:
+                    items = response.headers.multi_items()
+                    # Only this request's id, once: never another request's.
+                    assert [v for k, v in items if k == "x-request-id"] == [request_id], kind
+                    shape = (len(items), sum(len(k) + len(v) for k, v in items))
+                    assert first.setdefault(kind, shape) == shape, (kind, first[kind], shape)
+    assert first["modern JSON"][0] < 12
+
+
+# --- defect: GET /mcp and subscriptions/listen held streams that never carried anything ---------
+
+
+async def test_mcp_allows_post_only_and_serves_no_listen_stream(server: RunningServer) -> None:
+    key = await reader_key(server)
+    async with httpx2.AsyncClient(base_url=server.base, timeout=10) as http:
+        for method in ("GET", "DELETE", "PUT"):
+            refused = await http.request(method, "/mcp", headers=legacy_headers(key))
+            assert refused.status_code == 405, method
+            assert refused.headers["allow"] == "POST"
+            assert refused.json()["error"] == "MethodNotAllowed"
+        body = modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        listen = await http.post("/mcp", json=body, headers=modern_headers(key, body))
+        assert listen.headers["content-type"] == "application/json"
+        assert listen.json()["error"]["code"] == -32601
+        # The capabilities no longer claim change notifications that would need a listen stream.
+        body = modern("server/discover")
+        found = (await http.post("/mcp", json=body, headers=modern_headers(key, body))).json()["result"]
+        assert found["capabilities"]["tools"].get("listChanged") in (None, False)
+        assert found["capabilities"].get("resources", {}).get("subscribe") in (None, False)
+
+
+def test_sigterm_ends_serve_within_five_seconds_while_clients_hold_connections(
+    db_urls: tuple[str, str],
+) -> None:
+    with serve_process(db_urls[0]) as served:
+        host, port = served.base.removeprefix("http://").rsplit(":", 1)
+        held = []
+        for request in (
+            b"GET /mcp HTTP/1.1\r\nHost: %b\r\nAccept: text/event-stream\r\n\r\n",
+            b"GET /healthz HTTP/1.1\r\nHost: %b\r\n\r\n",  # then idle on keep-alive
+        ):
+            conn = socket.create_connection((host, int(port)), timeout=10)
+            conn.sendall(request % f"{host}:{port}".encode())
+            assert conn.recv(4096).startswith(b"HTTP/1.1 ")
+            held.append(conn)
+        started = time.monotonic()
+        served.proc.send_signal(signal.SIGTERM)
+        served.proc.wait(timeout=30)
+        elapsed = time.monotonic() - started
+        for conn in held:
+            conn.close()
+    assert elapsed < 5, f"serve took {elapsed:.1f} s to exit after SIGTERM"
+
+
+# --- defect: IPv6 binds, and the version in serverInfo ----------------------------------------
+
+
+@pytest.mark.parametrize("host", ["::1", "::"])
+async def test_serve_on_ipv6_answers_a_real_client_with_the_package_version(
+    db_urls: tuple[str, str], host: str
+) -> None:
+    setup = Database(db_urls[0], pool_size=1)
+    try:
+        space = await make_space(setup)
+        key = await make_key(setup, await make_user(setup), {space: "Read"}, space)
+    finally:
+        await setup.close()
+    with serve_process(db_urls[0], host=host) as served:
+        assert served.base.startswith("http://[::1]:")
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
+            Client(streamable_http_client(f"{served.base}/mcp", http_client=http)) as client,
+        ):
+            assert client.server_info.version == package_version() != ""
+            tools = await client.list_tools()
+            assert "search_memory" in {tool.name for tool in tools.tools}
