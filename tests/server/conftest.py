@@ -17,7 +17,9 @@ import httpx2
 import pytest
 import uvicorn
 from mcp import Client
+from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.types import CallToolResult
 
 from memory_mcp.core.settings import Settings
@@ -44,6 +46,8 @@ TOOLS = {
     "prepare-file-upload",
     "fetch-graph-data",
 }
+# Listed only to clients that declare MCP Apps (a host that renders widgets).
+APP_ONLY_TOOLS = {"set-active-space", "save-memory", "prepare-file-upload", "fetch-graph-data"}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -180,3 +184,14 @@ def serve_process(database_url: str, host: str = "127.0.0.1") -> Iterator[Served
         if proc.poll() is None:
             proc.terminate()
         proc.communicate(timeout=60)
+
+
+@asynccontextmanager
+async def apps_session(server: RunningServer, key: str) -> AsyncIterator[McpSession]:
+    """A client that declares MCP Apps support, as a host that renders widgets does."""
+    apps = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
+        Client(streamable_http_client(server.mcp_url, http_client=http), extensions=[apps]) as client,
+    ):
+        yield McpSession(client)

@@ -4,6 +4,8 @@ hang, spec error codes without echoes, truthful capabilities and a lean ``tools/
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 import signal
 import socket
 import time
@@ -18,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from memory_mcp.core import package_version
 from memory_mcp.store.db import Database
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer, serve_process
+from tests.server.conftest import APP_ONLY_TOOLS, RunningServer, serve_process
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -168,3 +170,117 @@ async def test_serve_on_ipv6_answers_a_real_client_with_the_package_version(
             assert client.server_info.version == package_version() != ""
             tools = await client.list_tools()
             assert "search_memory" in {tool.name for tool in tools.tools}
+
+
+# --- defect: error codes of the spec, without echoes, library links or tracebacks ---------------
+
+ECHO = "ZQX-echo"  # in every rejected input; never in an answer
+
+
+def _legacy(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+
+
+PROTOCOL_ERRORS = [
+    # (what, method, params, JSON-RPC code)
+    ("unknown tool", "tools/call", {"name": f"nope-{ECHO}", "arguments": {}}, -32602),
+    ("unknown prompt", "prompts/get", {"name": f"nope-{ECHO}"}, -32602),
+    ("unknown resource", "resources/read", {"uri": f"memory-mcp://{ECHO}"}, -32602),
+    ("malformed params", "tools/call", {"name": "search_memory", "arguments": ECHO}, -32602),
+    ("unknown method", f"nope/{ECHO}", {}, -32601),
+]
+
+
+async def test_errors_carry_the_spec_codes_and_never_the_input(
+    server: RunningServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = await reader_key(server)
+    answers: list[str] = []
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        for what, method, params, code in PROTOCOL_ERRORS:
+            legacy = await http.post("/mcp", json=_legacy(method, params), headers=legacy_headers(key))
+            body = modern(method, params)
+            headers = modern_headers(key, body)
+            if method.startswith("nope/"):
+                headers["Mcp-Method"] = method
+            current = await http.post("/mcp", json=body, headers=headers)
+            for era, answer in (("legacy", legacy), ("modern", current)):
+                assert answer.json()["error"]["code"] == code, (what, era, answer.text)
+                answers.append(answer.text)
+        # Invalid arguments, a typo among them, are a tool execution error the model can act on.
+        for arguments, problem in (
+            ({"limit": ECHO}, "limit: must be an integer"),
+            ({"query": "x", f"quey{ECHO}": "x"}, "arguments: 1 unknown; this tool takes query, keyword,"),
+        ):
+            body = modern("tools/call", {"name": "search_memory", "arguments": arguments})
+            result = (await http.post("/mcp", json=body, headers=modern_headers(key, body))).json()["result"]
+            assert result["isError"] is True and problem in result["content"][0]["text"]
+            answers.append(json.dumps(result))
+        # The envelope: not JSON, a batch, a malformed message. Both eras answer alike.
+        for content, code in (
+            (b'{"jsonrpc": "2.0", ' + ECHO.encode(), -32700),
+            (json.dumps([_legacy("ping", {"x": ECHO})] * 2).encode(), -32600),
+            (json.dumps({"jsonrpc": "2.0", "id": 1, "method": 5, "params": {"x": ECHO}}).encode(), -32600),
+        ):
+            for headers in (legacy_headers(key), modern_headers(key, modern("ping"))):
+                answer = await http.post("/mcp", content=content, headers=headers)
+                assert answer.status_code == 400
+                assert answer.json() == {"jsonrpc": "2.0", "id": None, "error": answer.json()["error"]}
+                assert answer.json()["error"]["code"] == code, answer.text
+                answers.append(answer.text)
+    for text in answers:
+        assert ECHO not in text and "pydantic" not in text, text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
+
+
+# --- defects: truthful annotations; app-only tools only for MCP Apps clients; a lean tools/list ----
+
+APPS = {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
+APP_ONLY = APP_ONLY_TOOLS
+# (readOnlyHint, destructiveHint, idempotentHint) as each tool's effect has them: docs/clients.md.
+HINTS = {
+    "search_memory": (True, None, None),  # counts recalls, changes no memory
+    "add_memory": (False, True, False),  # forgetting retires; a save may supersede
+    "listDocuments": (True, None, None),
+    "getDocument": (True, None, None),
+    "listMemories": (True, None, None),
+    "listSpaces": (True, None, None),
+    "whoAmI": (True, None, None),
+    "select-space": (False, False, True),  # a preference of the key
+    "set-active-space": (False, False, True),
+    "guided-save": (True, None, None),  # opens a draft; nothing is saved until the person submits
+    "save-memory": (False, True, True),  # a near-restatement supersedes the live memory
+    "upload-file": (True, None, None),
+    "memory-graph": (True, None, None),
+    "fetch-graph-data": (True, None, None),
+    "prepare-file-upload": (False, False, False),  # mints a short-lived token
+}
+TOOLS_LIST_BUDGET = 8000  # characters of JSON for a client without MCP Apps
+
+
+async def tools_listed(http: httpx2.AsyncClient, key: str, **capabilities: Any) -> list[dict[str, Any]]:
+    body = modern("tools/list", **capabilities)
+    answer = await http.post("/mcp", json=body, headers=modern_headers(key, body))
+    tools: list[dict[str, Any]] = answer.json()["result"]["tools"]
+    return tools
+
+
+async def test_tools_list_fits_the_client_and_every_annotation_tells_the_truth(server: RunningServer) -> None:
+    key = await reader_key(server)
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        plain = await tools_listed(http, key)
+        with_apps = await tools_listed(http, key, **APPS)
+        legacy = await http.post(
+            "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=legacy_headers(key)
+        )
+    assert {t["name"] for t in with_apps} == set(HINTS)
+    assert {t["name"] for t in plain} == set(HINTS) - APP_ONLY
+    assert {t["name"] for t in legacy.json()["result"]["tools"]} == set(HINTS) - APP_ONLY
+    size = len(json.dumps(plain, separators=(",", ":")))
+    assert size <= TOOLS_LIST_BUDGET, size
+    for tool in with_apps:
+        hints = tool["annotations"]
+        got = (hints.get("readOnlyHint"), hints.get("destructiveHint"), hints.get("idempotentHint"))
+        assert got == HINTS[tool["name"]], tool["name"]
+        # A typo in an argument name is refused, not silently ignored.
+        assert tool["inputSchema"]["additionalProperties"] is False, tool["name"]

@@ -32,6 +32,7 @@ from memory_mcp.store.migrate import head_revision
 
 from .api_docs import install_api_docs
 from .documents_worker import DocumentWorker
+from .mcp_envelope import JsonRpcEnvelope
 from .mcp_tools import build_mcp
 from .rest import build_router
 from .rest_common import (
@@ -246,6 +247,7 @@ def create_app(
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
     )
+    mcp_app.add_middleware(JsonRpcEnvelope)
     mcp_app.add_middleware(ErrorBoundary)
     mcp_app.add_exception_handler(Exception, _internal_error)
     head = head_revision()

@@ -31,7 +31,7 @@ _current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 ContainerTag = Annotated[
     str | None,
     Field(
-        description="Space key for this call only; default: the active space",
+        description="Space key, this call only; default: active space",
         max_length=validation.MAX_SPACE_KEY,
     ),
 ]

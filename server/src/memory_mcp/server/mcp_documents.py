@@ -44,7 +44,10 @@ def register(mcp: MCPServer, service: MemoryService) -> None:
     @mcp.tool(
         name="prepare-file-upload",
         description="For the upload widget: a one-time upload URL and token (valid at most 5 minutes).",
-        annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False, open_world_hint=False),
+        # Mints a short-lived, single-use token: nothing existing changes, each call mints another.
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
         meta={"ui": {"visibility": ["app"]}},
     )
     async def prepare_file_upload(
