@@ -123,29 +123,49 @@ async def test_mcp_allows_post_only_and_serves_no_listen_stream(server: RunningS
         found = (await http.post("/mcp", json=body, headers=modern_headers(key, body))).json()["result"]
         assert found["capabilities"]["tools"].get("listChanged") in (None, False)
         assert found["capabilities"].get("resources", {}).get("subscribe") in (None, False)
+        assert found["serverInfo"]["version"] == package_version() != ""
 
 
-def test_sigterm_ends_serve_within_five_seconds_while_clients_hold_connections(
+async def test_sigterm_ends_serve_within_five_seconds_while_clients_hold_connections(
     db_urls: tuple[str, str],
 ) -> None:
+    key = await key_on(db_urls[0])
+    listen = modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+    listen_body = json.dumps(listen).encode()
+    listen_head = "".join(f"{k}: {v}\r\n" for k, v in modern_headers(key, listen).items())
     with serve_process(db_urls[0]) as served:
         host, port = served.base.removeprefix("http://").rsplit(":", 1)
         held = []
         for request in (
-            b"GET /mcp HTTP/1.1\r\nHost: %b\r\nAccept: text/event-stream\r\n\r\n",
-            b"GET /healthz HTTP/1.1\r\nHost: %b\r\n\r\n",  # then idle on keep-alive
+            # What held shutdown for 90 s: a client with a valid key on a GET or listen stream.
+            f"GET /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {key}\r\n"
+            "Accept: text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n".encode(),
+            f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n{listen_head}"
+            f"Content-Length: {len(listen_body)}\r\n\r\n".encode()
+            + listen_body,
+            f"GET /healthz HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode(),  # then idle on keep-alive
         ):
-            conn = socket.create_connection((host, int(port)), timeout=10)
-            conn.sendall(request % f"{host}:{port}".encode())
+            conn = socket.create_connection((host, int(port)), timeout=20)
+            conn.sendall(request)
             assert conn.recv(4096).startswith(b"HTTP/1.1 ")
             held.append(conn)
         started = time.monotonic()
         served.proc.send_signal(signal.SIGTERM)
-        served.proc.wait(timeout=30)
+        served.proc.wait(timeout=60)
         elapsed = time.monotonic() - started
         for conn in held:
             conn.close()
     assert elapsed < 5, f"serve took {elapsed:.1f} s to exit after SIGTERM"
+
+
+async def key_on(database_url: str) -> str:
+    """A reader's key on the database a ``serve`` process will use."""
+    setup = Database(database_url, pool_size=1)
+    try:
+        space = await make_space(setup)
+        return await make_key(setup, await make_user(setup), {space: "Read"}, space)
+    finally:
+        await setup.close()
 
 
 # --- defect: IPv6 binds, and the version in serverInfo ----------------------------------------
@@ -155,12 +175,7 @@ def test_sigterm_ends_serve_within_five_seconds_while_clients_hold_connections(
 async def test_serve_on_ipv6_answers_a_real_client_with_the_package_version(
     db_urls: tuple[str, str], host: str
 ) -> None:
-    setup = Database(db_urls[0], pool_size=1)
-    try:
-        space = await make_space(setup)
-        key = await make_key(setup, await make_user(setup), {space: "Read"}, space)
-    finally:
-        await setup.close()
+    key = await key_on(db_urls[0])
     with serve_process(db_urls[0], host=host) as served:
         assert served.base.startswith("http://[::1]:")
         async with (

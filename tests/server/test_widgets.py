@@ -18,7 +18,7 @@ from tests.server.conftest import APP_ONLY_TOOLS, RunningServer, apps_session, m
 LAUNCHERS = {"select-space", "guided-save", "upload-file", "memory-graph"}
 APP_ONLY = APP_ONLY_TOOLS
 WIDGETS_SRC = Path(__file__).parents[2] / "server" / "widgets"
-BUILT = Path(__file__).parents[2] / "server" / "src" / "widgets"
+BUILT = Path(__file__).parents[2] / "server" / "src" / "memory_mcp" / "server" / "widgets"
 
 
 async def keys(server: RunningServer) -> dict[str, str]:
@@ -48,11 +48,12 @@ async def test_tools_and_resources_carry_the_apps_metadata(server: RunningServer
         assert ui["resourceUri"] == f"ui://memory-mcp/{name}" and "visibility" not in ui  # the model sees it
     for name in APP_ONLY:
         assert (tools[name].meta or {})["ui"]["visibility"] == ["app"], name
-    # What the Apps tools add to tools/list (5.2k characters when measured): short descriptions.
+    # What the Apps tools add to tools/list for a client with MCP Apps (6.0k characters measured,
+    # closed input schemas and every annotation spelled out included): short descriptions.
     widgets = [t for t in tools.values() if "ui" in (t.meta or {})]
     assert (
         len(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in widgets]))
-        < 6_000
+        < 6_500
     )
     assert {uri for uri in resources if uri.startswith("ui://")} == {
         f"ui://memory-mcp/{n}" for n in LAUNCHERS

@@ -17,6 +17,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -247,7 +248,8 @@ def create_app(
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
     )
-    mcp_app.add_middleware(JsonRpcEnvelope)
+    # Innermost, so after the SDK's authentication: a client without a valid key hears 401 first.
+    mcp_app.user_middleware.append(Middleware(JsonRpcEnvelope))
     mcp_app.add_middleware(ErrorBoundary)
     mcp_app.add_exception_handler(Exception, _internal_error)
     head = head_revision()

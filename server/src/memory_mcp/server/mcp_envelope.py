@@ -36,15 +36,17 @@ def envelope_error(body: bytes) -> tuple[int, str] | None:
 
 
 class JsonRpcEnvelope:
-    """Pure ASGI middleware for the MCP endpoint: a POST body that is not one JSON-RPC message
-    answers 400 with its error (``id: null``); any other is handed on, read once."""
+    """Pure ASGI middleware for the MCP endpoint, inside its authentication: an authenticated POST
+    whose body is not one JSON-RPC message answers 400 with its error (``id: null``); any other
+    request is handed on, its body read once."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
+        authenticated = getattr(scope.get("user"), "is_authenticated", False)
+        if scope["type"] != "http" or scope["method"] != "POST" or not authenticated:
+            await self.app(scope, receive, send)  # the SDK answers an unauthenticated request 401
             return
         chunks = []
         while True:
