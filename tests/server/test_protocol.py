@@ -123,7 +123,7 @@ async def test_mcp_allows_post_only_and_serves_no_listen_stream(server: RunningS
         found = (await http.post("/mcp", json=body, headers=modern_headers(key, body))).json()["result"]
         assert found["capabilities"]["tools"].get("listChanged") in (None, False)
         assert found["capabilities"].get("resources", {}).get("subscribe") in (None, False)
-        assert found["serverInfo"]["version"] == package_version() != ""
+        assert found["_meta"]["io.modelcontextprotocol/serverInfo"]["version"] == package_version() != ""
 
 
 async def test_sigterm_ends_serve_within_five_seconds_while_clients_hold_connections(
