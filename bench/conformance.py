@@ -15,7 +15,7 @@ What it prints:
 - the ``tools/list`` sizes a 2026-07-28 client sees without and with MCP Apps;
 - after ``--requests`` requests of every kind (default 10,000 in all): the response header count
   and size, and Inspector's CLI listing the tools (``--strict``) in the modern and the legacy
-  protocol era, and the Python SDK's client in ``auto`` and ``legacy`` mode.
+  protocol era, and the Python and TypeScript (2.x) SDKs' clients in ``auto`` and ``legacy`` mode.
 
 Traffic goes to 127.0.0.1 only.
 
@@ -311,6 +311,27 @@ async def sdk_clients(url: str, key: str) -> None:
             print(f"{mode}: protocol {client.protocol_version}, {len(tools)} tools, server {server}")
 
 
+async def ts_clients(modules: Path, url: str, key: str) -> None:
+    print("\n## TypeScript SDK client 2.x (@modelcontextprotocol/client), tools/list")
+    script = Path(__file__).with_name("ts") / "list_tools.mjs"
+    env = {
+        **node_env(modules),
+        "CLIENT_MODULE": str(modules / "@modelcontextprotocol" / "client" / "dist" / "index.mjs"),
+    }
+    for mode in ("auto", "legacy"):
+        code, out = await run_command(["node", str(script), url, key, mode], env, limit_s=120)
+        try:
+            listed = json.loads(out.strip().splitlines()[-1])
+            server = listed["server"]
+            print(
+                f"{mode}: protocol {listed['version']}, {len(listed['tools'])} tools, "
+                f"server {server.get('name')} {server.get('version')}"
+            )
+        except (ValueError, IndexError, KeyError):
+            print(f"{mode}: exit status {code}")
+            print("\n".join(f"  | {line}" for line in out.splitlines()[-8:]))
+
+
 async def run(requests: int, tools_dir: Path) -> int:
     modules = install_tools(tools_dir)
     print(f"# Outside checkers against memory-mcp serve\n{machine()}")
@@ -332,6 +353,7 @@ async def run(requests: int, tools_dir: Path) -> int:
         await many_requests(base, key, requests)
         inspected = await inspector(modules, f"{base}/mcp", key)
         await sdk_clients(f"{base}/mcp", key)
+        await ts_clients(modules, f"{base}/mcp", key)
     return 1 if suite or inspected else 0
 
 
