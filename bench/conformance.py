@@ -45,7 +45,12 @@ from starlette.types import Receive, Scope, Send
 
 from bench.common import free_port, machine, serve_process
 
-PACKAGES = ("node@22", "@modelcontextprotocol/conformance@0.1.16", "@modelcontextprotocol/inspector@2.12.0")
+PACKAGES = (
+    "node@22",
+    "@modelcontextprotocol/conformance@0.1.16",
+    "@modelcontextprotocol/inspector@2.12.0",
+    "@modelcontextprotocol/client@2.3.1",
+)
 EXPECTED = Path(__file__).with_name("conformance-expected.yaml")
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -57,10 +62,11 @@ HOP_BY_HOP = {b"host", b"authorization", b"content-length", b"connection", b"tra
 
 
 def install_tools(tools_dir: Path) -> Path:
-    """Node 22 and the two CLIs in ``tools_dir`` (installed once); returns its node_modules."""
+    """Node 22, the two CLIs and the TypeScript client in ``tools_dir`` (installed once); returns
+    its node_modules."""
     modules = tools_dir / "node_modules"
     wanted = [modules / "node" / "bin" / "node", modules / "@modelcontextprotocol" / "conformance"]
-    wanted.append(modules / "@modelcontextprotocol" / "inspector")
+    wanted += [modules / "@modelcontextprotocol" / name for name in ("inspector", "client")]
     if not all(path.exists() for path in wanted):
         tools_dir.mkdir(parents=True, exist_ok=True)
         note(f"installing {', '.join(PACKAGES)} into {tools_dir}")
