@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +17,9 @@ import httpx2
 import pytest
 import uvicorn
 from mcp import Client
+from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.types import CallToolResult
 
 from memory_mcp.core.settings import Settings
@@ -40,12 +46,19 @@ TOOLS = {
     "prepare-file-upload",
     "fetch-graph-data",
 }
+# Listed only to clients that declare MCP Apps (a host that renders widgets).
+APP_ONLY_TOOLS = {"set-active-space", "save-memory", "prepare-file-upload", "fetch-graph-data"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def url_host(host: str) -> str:
+    """``host`` as it stands in a URL: IPv6 addresses in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 @dataclass
@@ -117,5 +130,74 @@ async def mcp_session(server: RunningServer, key: str) -> AsyncIterator[McpSessi
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
         Client(streamable_http_client(server.mcp_url, http_client=http)) as client,
+    ):
+        yield McpSession(client)
+
+
+@dataclass
+class ServedProcess:
+    base: str
+    proc: subprocess.Popen[str]
+
+
+@contextmanager
+def serve_process(
+    database_url: str, host: str = "127.0.0.1", port: int | None = None, **env: str
+) -> Iterator[ServedProcess]:
+    """``memory-mcp serve`` as its own process on ``database_url`` (embedder unreachable: the
+    server serves regardless, and nothing here needs a vector), with ``env`` added to its settings.
+    Bound to the wildcard ``::``, it is reached on ``::1``."""
+    reach = {"::": "::1", "0.0.0.0": "127.0.0.1"}.get(host, host)
+    port = port or free_port(reach)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memory_mcp.cli",
+            "serve",
+            "--database-url",
+            database_url,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--embedder",
+            f"http://127.0.0.1:{free_port()}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning", "MEMORY_MCP_BOOTSTRAP": "false", **env},
+    )
+    base = f"http://{url_host(reach)}:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                if httpx2.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.3)
+        yield ServedProcess(base, proc)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # a server that ignores SIGTERM fails its test; it must not outlive it
+            proc.communicate()
+
+
+@asynccontextmanager
+async def apps_session(server: RunningServer, key: str) -> AsyncIterator[McpSession]:
+    """A client that declares MCP Apps support, as a host that renders widgets does."""
+    apps = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
+        Client(streamable_http_client(server.mcp_url, http_client=http), extensions=[apps]) as client,
     ):
         yield McpSession(client)

@@ -14,7 +14,7 @@ import pytest
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store.access import Role
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer, mcp_session, run_server
+from tests.server.conftest import RunningServer, apps_session, mcp_session, run_server
 
 MARKDOWN = """# Runbook for the billing service
 
@@ -194,7 +194,7 @@ async def test_readers_get_403_and_a_space_without_a_grant_looks_missing(docs_se
 async def test_the_upload_token_works_once_for_its_key_only(docs_server: RunningServer) -> None:
     key = await writer_key(docs_server)
     other = await make_key(docs_server.db, await make_user(docs_server.db), {"docs": "ReadWrite"}, "docs")
-    async with mcp_session(docs_server, key) as s:
+    async with apps_session(docs_server, key) as s:
         listed = await s.client.list_tools()
         tool = next(t for t in listed.tools if t.name == "prepare-file-upload")
         assert tool.meta == {"ui": {"visibility": ["app"]}}

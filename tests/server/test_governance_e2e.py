@@ -6,9 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx2
 
@@ -16,7 +13,7 @@ from memory_mcp.store import apikeys, ratelimit
 from memory_mcp.store.access import Access, Role, effective_access
 from memory_mcp.store.db import Database
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer, free_port, mcp_session
+from tests.server.conftest import RunningServer, mcp_session, serve_process
 
 
 async def _team(server: RunningServer, **space: object) -> tuple[str, str]:
@@ -159,47 +156,6 @@ async def test_a_quota_at_its_boundary_over_mcp(server: RunningServer) -> None:
 # --- rate limits, shared by two server processes on one database ------------------------------
 
 
-@contextmanager
-def serve_process(database_url: str, port: int | None = None, **env: str) -> Iterator[str]:
-    """``memory-mcp serve`` as its own process on ``database_url`` (embedder unreachable: the
-    server serves regardless, and nothing here needs a vector), with ``env`` added to its settings."""
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memory_mcp.cli",
-            "serve",
-            "--database-url",
-            database_url,
-            "--port",
-            str(port),
-            "--embedder",
-            f"http://127.0.0.1:{free_port()}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning", "MEMORY_MCP_BOOTSTRAP": "false", **env},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            try:
-                if httpx2.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.3)
-        yield base
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=60)
-
-
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 
@@ -220,7 +176,8 @@ async def test_rate_limit_is_shared_by_two_server_processes(
     )
     unlimited = await make_key(server.db, "rita", {"team": "Read"}, "team")
     auth = {"Authorization": f"Bearer {key}"}
-    with serve_process(db_urls[0]) as one, serve_process(db_urls[0]) as two:
+    with serve_process(db_urls[0]) as first, serve_process(db_urls[0]) as second:
+        one, two = first.base, second.base
         statuses = []
         for base in (one, two, one, two):
             statuses.append(httpx2.get(f"{base}/v1/whoami", headers=auth, timeout=30).status_code)

@@ -32,10 +32,10 @@ from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
 from tests.cli_support import Admin
 from tests.factories import make_space, make_user
-from tests.server.conftest import free_port
+from tests.server.conftest import free_port, serve_process
 from tests.server.loopback_tls import make_certificates, serve_https
 from tests.server.oauth_flow import Flow
-from tests.server.test_governance_e2e import MCP_HEADERS, serve_process
+from tests.server.test_governance_e2e import MCP_HEADERS
 
 BROWSER_ARGS = [
     "--headless",
@@ -191,7 +191,8 @@ async def test_the_sdk_client_registers_signs_in_in_a_browser_and_works_until_th
     callback = Callback()
     await callback.start()
     storage = Storage()
-    with serve_process(db_urls[0]) as base:
+    with serve_process(db_urls[0]) as served:
+        base = served.base
         async with chromium() as browser:
             person = Person(await browser.new_page(), key, keep={"notes"})
             provider = OAuthClientProvider(
@@ -253,7 +254,8 @@ async def test_the_sdk_client_known_by_its_metadata_document(
         ).encode()
         with serve_process(
             db_urls[0], SSL_CERT_FILE=str(certificates.ca), MEMORY_MCP_OAUTH_CIMD_ALLOW_LOOPBACK="true"
-        ) as base:
+        ) as served:
+            base = served.base
             async with chromium() as browser:
                 person = Person(await browser.new_page(), key, keep={"notes", "team"})
                 provider = OAuthClientProvider(
@@ -278,9 +280,10 @@ async def test_a_flow_begun_on_one_server_finishes_on_another(db_urls: tuple[str
     first, second = free_port(), free_port()
     public = f"http://127.0.0.1:{first}"  # both behind one public address, as pods behind an ingress
     with (
-        serve_process(db_urls[0], port=first, MEMORY_MCP_PUBLIC_URL=public) as one,
-        serve_process(db_urls[0], port=second, MEMORY_MCP_PUBLIC_URL=public) as two,
+        serve_process(db_urls[0], port=first, MEMORY_MCP_PUBLIC_URL=public) as served_one,
+        serve_process(db_urls[0], port=second, MEMORY_MCP_PUBLIC_URL=public) as served_two,
     ):
+        one, two = served_one.base, served_two.base
         async with (
             httpx2.AsyncClient(base_url=one, timeout=30) as on_one,
             httpx2.AsyncClient(base_url=two, timeout=30) as on_two,

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+from mcp.shared.exceptions import MCPError
+
 from memory_mcp.store.access import Role
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import TOOLS, RunningServer, mcp_session
+from tests.server.conftest import TOOLS, RunningServer, apps_session, mcp_session
 
 
 async def writer_key(
@@ -22,7 +25,7 @@ async def writer_key(
 
 async def test_tool_list_and_schemas(server: RunningServer) -> None:
     key = await writer_key(server)
-    async with mcp_session(server, key) as s:
+    async with apps_session(server, key) as s:
         tools = {t.name: t for t in (await s.client.list_tools()).tools}
     assert set(tools) == TOOLS
     search = tools["search_memory"].input_schema["properties"]
@@ -235,8 +238,10 @@ async def test_hostile_arguments_get_field_problem_errors_and_nothing_is_stored(
         token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
         refused = await s.error("add_memory", content="The CI bot posts build results.", category=token)
         assert "category looks like" in refused and token not in refused
-        unknown = await s.call("no_such_tool\x00")
-        assert unknown.is_error and "\x00" not in unknown.content[0].text  # type: ignore[union-attr]
+        # An unknown tool is a protocol error (-32602), as the spec has it, and its name is not repeated.
+        with pytest.raises(MCPError) as unknown:
+            await s.call("no_such_tool\x00")
+        assert unknown.value.error.code == -32602 and "no_such_tool" not in unknown.value.error.message
         assert (await s.ok("listMemories", status="all"))["memories"] == []
 
 

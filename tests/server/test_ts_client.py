@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import TOOLS, RunningServer
+from tests.server.conftest import APP_ONLY_TOOLS, TOOLS, RunningServer
 
 CLIENT_DIR = Path(__file__).parent / "ts_client"
 
@@ -34,9 +34,11 @@ async def test_typescript_sdk_client_calls_every_tool(server: RunningServer) -> 
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     summary = json.loads(out.decode().strip().splitlines()[-1])
-    assert summary["tools"] == sorted(TOOLS)
+    assert summary["tools"] == sorted(TOOLS - APP_ONLY_TOOLS)  # it declares no MCP Apps
     calls = summary["calls"]
-    assert set(calls) == set(summary["tools"])  # every tool answered with schema-valid structured content
+    assert (
+        set(calls) == TOOLS
+    )  # every tool answered with schema-valid structured content (app-only: callable)
     assert calls["add_memory"]["status"] == "already_exists"  # the second, duplicate save
     assert calls["search_memory"]["results"][0]["content"] == "The TypeScript client saved this."
     assert calls["getDocument"]["content"] == "The TypeScript client saved this."

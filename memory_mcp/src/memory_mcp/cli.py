@@ -105,6 +105,7 @@ def serve(
             port=settings.port,
             log_level="warning",
             access_log=False,
+            timeout_graceful_shutdown=settings.shutdown_grace_s,
         )
         ReadyServer(config, lambda port: print_ready(settings.host, port, key_file)).run()
     except DatabaseSetupError as exc:

@@ -10,6 +10,8 @@ from pathlib import Path
 import uvicorn
 from rich.console import Console
 
+from memory_mcp.core import local_origin
+
 console = Console(stderr=True)
 
 
@@ -44,8 +46,7 @@ class ReadyServer(uvicorn.Server):
 
 def print_ready(host: str, port: int, key_file: Path) -> None:
     """The ready line, then lines to paste: the key into the shell, and one client's configuration."""
-    shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown_host}:{port}/mcp"
+    url = f"{local_origin(host, port)}/mcp"
     key = f'"$(cat {key_file})"' if key_file.exists() else "<your API key>"
     console.print(f"[bold green]Memory-MCP is ready:[/bold green] {url}", soft_wrap=True, highlight=False)
     console.print(

@@ -13,3 +13,14 @@ def package_version() -> str:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def url_host(host: str) -> str:
+    """``host`` as it stands in a URL or a Host header: an IPv6 address in brackets (RFC 3986)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def local_origin(host: str, port: int) -> str:
+    """The origin a client on this machine reaches a server bound to ``host`` at: a wildcard bind
+    (``0.0.0.0`` or ``::``) is reached on the IPv4 loopback."""
+    return f"http://{url_host('127.0.0.1' if host in ('0.0.0.0', '::') else host)}:{port}"

@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     # failures answer 429 with Retry-After (valid keys keep working; docs/security.md).
     auth_failure_limit: int = Field(default=20, ge=1)
     auth_failure_window_s: float = Field(default=60.0, gt=0)
+    # After SIGTERM, requests in flight get this long to finish before their connections are
+    # closed (uvicorn otherwise waits for the last client to hang up). With the lifespan's own
+    # shutdown it fits the chart's terminationGracePeriodSeconds (60).
+    shutdown_grace_s: int = Field(default=20, ge=1, le=300)
 
     # Documents from files (docs/operations.md, "Document queue"). Uploads stream to a file under
     # the data dir and stop here (413); every serve process works the queue with this many

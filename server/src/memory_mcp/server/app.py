@@ -18,10 +18,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_mcp.core import metrics, package_version, tracing
+from memory_mcp.core import local_origin, metrics, package_version, tracing, url_host
 from memory_mcp.core.logs import describe_exception, request_id_var
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
@@ -35,6 +36,7 @@ from .api_docs import install_api_docs
 from .bearer import Challenge
 from .documents_worker import DocumentWorker
 from .mcp_calls import McpAuth
+from .mcp_envelope import JsonRpcEnvelope
 from .mcp_tools import build_mcp
 from .oauth_metadata import install_oauth
 from .rest import build_router
@@ -83,7 +85,11 @@ class RequestMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
+                # A new message and header list: the one passed in may be shared with other responses
+                # (the SDK answers every SSE stream with one module-level list), so appending to it
+                # piled every request's id onto every later response.
+                headers = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
+                message = {**message, "headers": headers}
             await send(message)
 
         try:
@@ -248,20 +254,23 @@ def create_app(
     ``/healthz`` to 503 so that a supervisor (kubelet, systemd) restarts the process.
     """
     service = MemoryService(db, embedder, settings)
-    public_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    mcp = build_mcp(service, origin=f"http://{public_host}:{settings.port}")
+    mcp = build_mcp(service, origin=local_origin(settings.host, settings.port))
     # Behind an ingress the Host header is the public name; loopback binds keep DNS-rebinding checks.
-    # A public URL (a tunnel to a laptop's loopback server) is a name this server answers to as well.
+    # Clients send an IPv6 host in brackets ("[::1]:8765"), so the allow-lists hold it so. A public
+    # URL (a tunnel to a laptop's loopback server) is a name this server answers to as well.
+    loopback = [url_host(h) for h in LOOPBACK]
     public = [settings.public_url.split("://", 1)[1]] if settings.public_url else []
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=settings.host in LOOPBACK,
-        allowed_hosts=[f"{h}:{settings.port}" for h in LOOPBACK] + list(LOOPBACK) + public,
-        allowed_origins=[f"http://{h}:{settings.port}" for h in LOOPBACK]
+        allowed_hosts=[f"{h}:{settings.port}" for h in loopback] + loopback + public,
+        allowed_origins=[f"http://{h}:{settings.port}" for h in loopback]
         + ([settings.public_url] if settings.public_url else []),
     )
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
     )
+    # Innermost, so after the SDK's authentication: a client without a valid key hears 401 first.
+    mcp_app.user_middleware.append(Middleware(JsonRpcEnvelope))
     mcp_app.add_middleware(ErrorBoundary)
     mcp_app.add_exception_handler(Exception, _internal_error)
     head = head_revision()
@@ -350,7 +359,11 @@ def create_app(
     install_api_docs(app)
     # A route of its own rather than a mount at "/": a mount matches every path, which turned unknown
     # paths into the MCP app's plain-text 404 and a wrong method on a REST route into a 404 too.
-    app.router.routes.append(Route("/mcp", McpAuth(mcp_app, service), include_in_schema=False))
+    # POST only: the server is stateless and never sends anything unasked, so a GET stream could
+    # only ping until the client gave up (and it held shutdown until then). 405 names what is allowed.
+    app.router.routes.append(
+        Route("/mcp", McpAuth(mcp_app, service), methods=["POST"], include_in_schema=False)
+    )
     if settings.oauth_enabled:
         install_oauth(app, service)
     # Largest request body by path prefix (the longest matching prefix decides). REST and MCP parse

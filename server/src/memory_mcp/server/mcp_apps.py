@@ -27,9 +27,14 @@ WIDGETS = ("select-space", "guided-save", "upload-file", "memory-graph")
 APP_ONLY: list[Visibility] = ["app"]  # hidden from the model; the widgets call them
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-SWITCHES = ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=False)
+# Sets a preference of the key (its active space): nothing is lost, and the same call twice is one.
+SWITCHES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+# A save can retire a memory: a near-restatement supersedes the live one (history is kept, as
+# with add_memory). The same save again returns the memory it made (exact duplicates are not kept).
 WRITES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
 SpaceKey = Annotated[

@@ -33,7 +33,7 @@ M = TypeVar("M", bound=BaseModel)
 ContainerTag = Annotated[
     str | None,
     Field(
-        description="Space key for this call only; default: the active space",
+        description="Space key, this call only; default: active space",
         max_length=validation.MAX_SPACE_KEY,
     ),
 ]

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from memory_mcp.core import local_origin
 from memory_mcp.store import validation
 
 from . import mcp_calls
@@ -29,7 +30,7 @@ def upload_base(service: MemoryService, ctx: Context[Any, Any] | None) -> str:
     base_url = getattr(request, "base_url", None)
     if base_url is not None:
         return str(base_url).rstrip("/")
-    return f"http://{service.settings.host}:{service.settings.port}"
+    return local_origin(service.settings.host, service.settings.port)
 
 
 def upload_text(out: UploadTokenOut) -> str:
@@ -43,7 +44,10 @@ def register(mcp: MCPServer, service: MemoryService) -> None:
     @mcp.tool(
         name="prepare-file-upload",
         description="For the upload widget: a one-time upload URL and token (valid at most 5 minutes).",
-        annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False, open_world_hint=False),
+        # Mints a short-lived, single-use token: nothing existing changes, each call mints another.
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
         meta={"ui": {"visibility": ["app"]}},
     )
     async def prepare_file_upload(
