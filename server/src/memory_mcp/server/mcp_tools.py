@@ -172,7 +172,9 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
     @mcp.tool(
         name="add_memory",
         description="Save a durable fact to a space (action=save, the default), or forget an outdated one "
-        "(action=forget with its text or id). Exact duplicates return the existing memory.",
+        "(action=forget). memoryId names exactly one memory: forget it, or save content as its next "
+        "version. A forget by text acts only on one clear match; otherwise it lists candidates with ids. "
+        "Exact duplicates return the existing memory.",
         # Forgetting retires a memory (soft: history is kept), so the tool is not free of destruction.
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
@@ -193,11 +195,19 @@ def build_mcp(service: MemoryService, issuer_url: str) -> MCPServer:
             Field(description="Optional tag for later filtering", max_length=validation.MAX_CATEGORY),
         ] = None,
         containerTag: ContainerTag = None,
+        memoryId: Annotated[
+            str | None,
+            Field(
+                description="Id or short id of one memory: action=forget forgets exactly it; action=save "
+                "makes content its next version",
+                max_length=validation.MAX_MEMORY_ID,
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, AddOut]:
         return await call(
             "add_memory",
             service,
-            lambda c: service.add(c, content, action, category, containerTag),
+            lambda c: service.add(c, content, action, category, containerTag, memoryId),
             render.add,
         )
 

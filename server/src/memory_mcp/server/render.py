@@ -162,7 +162,7 @@ def add(r: AddOut) -> str:
         lines.append("Previous version (kept as history):")
         lines.append(_memory(r.superseded))
     if r.candidates:
-        lines.append("Candidates (nothing was forgotten; repeat with the exact text or the id):")
+        lines.append("Candidates (nothing was forgotten; repeat with memoryId set to one of these ids):")
         lines += [_memory(m) for m in r.candidates]
     if r.memory is not None or r.candidates:
         lines.insert(0, PROVENANCE_NOTICE)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from memory_mcp.store import validation
 
@@ -53,15 +54,38 @@ class SaveIn(BaseModel):
     ]
     category: Annotated[str | None, Field(max_length=validation.MAX_CATEGORY), Storable] = None
     containerTag: OptionalSpaceKey = None
+    memoryId: Annotated[
+        str | None,
+        Field(
+            description="Id or short id of the memory this content is the next version of",
+            max_length=validation.MAX_MEMORY_ID,
+        ),
+        Storable,
+    ] = None
 
 
 class ForgetIn(BaseModel):
     content: Annotated[
-        str,
-        Field(description="The memory (text or id) to forget", max_length=validation.MAX_CONTENT),
-        MemoryText,
-    ]
+        Annotated[str, MemoryText] | None,
+        Field(
+            description="The memory (text or id) to forget: acts only on one clear match",
+            max_length=validation.MAX_CONTENT,
+        ),
+    ] = None
+    memoryId: Annotated[
+        str | None,
+        Field(
+            description="Id or short id of exactly the memory to forget", max_length=validation.MAX_MEMORY_ID
+        ),
+        Storable,
+    ] = None
     containerTag: OptionalSpaceKey = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ForgetIn:
+        if self.content is None and self.memoryId is None:
+            raise PydanticCustomError("forget_target", "give content or memoryId")
+        return self
 
 
 class SelectIn(BaseModel):
@@ -118,20 +142,22 @@ def build_router(service: MemoryService) -> APIRouter:
     async def save(body: SaveIn, c: Auth) -> AddOut:
         """Save a memory.
 
-        Exact duplicates return the existing memory; a restatement of a memory becomes its new version.
+        Exact duplicates return the existing memory; a restatement of a memory, or content given with
+        the `memoryId` of one, becomes its new version.
         Content over 2,000 characters becomes one document of several memories. Content carrying a
         credential is refused (422) before anything is stored.
         """
-        return await service.add(c, body.content, "save", body.category, body.containerTag)
+        return await service.add(c, body.content, "save", body.category, body.containerTag, body.memoryId)
 
     @router.post("/memories/forget", response_model=AddOut, response_model_exclude_none=True)
     async def forget(body: ForgetIn, c: Auth) -> AddOut:
-        """Forget a memory, by its id (or short id) or by its text.
+        """Forget a memory: exactly `memoryId` (an id or short id), or what `content` names.
 
-        Forgetting is soft: history is kept. A text that matches several memories forgets nothing and
-        lists the candidates.
+        Forgetting is soft: history is kept. A text forgets only one clear match (its exact text, or
+        a close restatement of one memory); anything else forgets nothing and lists the candidates
+        with their ids.
         """
-        return await service.add(c, body.content, "forget", None, body.containerTag)
+        return await service.add(c, body.content or "", "forget", None, body.containerTag, body.memoryId)
 
     @router.get("/search", response_model=SearchOut, response_model_exclude_none=True)
     async def search(

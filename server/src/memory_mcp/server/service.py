@@ -221,18 +221,28 @@ class MemoryService:
         action: Literal["save", "forget"] = "save",
         category: str | None = None,
         container_tag: str | None = None,
+        memory_id: str | None = None,
     ) -> AddOut:
+        """Save ``content`` (as the next version of ``memory_id`` when given), or forget a memory:
+        exactly ``memory_id`` when given, else the one ``content`` clearly designates."""
         ctx = identity.resolve_space(caller, container_tag)
         # The store checks again; checking here first refuses before any embedding work is spent.
         memories.require_write(ctx)
         if action == "forget":
-            return await self._forget(ctx, content)
+            return await self._forget(ctx, content, memory_id)
         if action != "save":
             raise ValidationError("action", "must be 'save' or 'forget'")
-        return await self._save(ctx, content, category)
+        return await self._save(ctx, content, category, memory_id)
 
-    async def _save(self, ctx: SpaceContext, content: str, category: str | None) -> AddOut:
+    async def _save(
+        self, ctx: SpaceContext, content: str, category: str | None, memory_id: str | None = None
+    ) -> AddOut:
         if isinstance(content, str) and len(content.strip()) > validation.MAX_CONTENT:
+            if memory_id is not None:
+                raise ValidationError(
+                    "content",
+                    f"a new version of a memory is one memory: at most {validation.MAX_CONTENT} characters",
+                )
             return await self._save_document(ctx, content, category)
         try:
             # Refused input costs microseconds, not a forward pass.
@@ -240,9 +250,17 @@ class MemoryService:
         except SecretRefused as exc:
             metrics.SECRET_REFUSALS.labels(kind=exc.kind).inc()
             raise
+        previous = await memories.find_memory(self.db, ctx, memory_id) if memory_id is not None else None
         vector, reason = await self._embed(content, query=False)
         result = await memories.save_memory(
-            self.db, ctx, content, category, vector, supersede_threshold=self.settings.supersede_threshold
+            self.db,
+            ctx,
+            content,
+            category,
+            vector,
+            # Named explicitly, the memory is replaced whatever its likeness; otherwise only a near twin.
+            supersede_threshold=None if previous else self.settings.supersede_threshold,
+            supersedes_id=previous.id if previous else None,
         )
         memory = MemoryOut.of(result.memory)
         if result.proposed:
@@ -297,11 +315,12 @@ class MemoryService:
             embedded=embedded,
         )
 
-    async def _forget(self, ctx: SpaceContext, content: str) -> AddOut:
-        content = validation.content(content)
+    async def _forget(self, ctx: SpaceContext, content: str, memory_id: str | None = None) -> AddOut:
         vector = None
-        if memories.id_range(content) is None:  # an id needs no meaning
-            vector = (await self._embed(content, query=True))[0]
+        if memory_id is None:
+            content = validation.content(content)
+            if memories.id_range(content) is None:  # an id needs no meaning
+                vector = (await self._embed(content, query=True))[0]
         result = await memories.forget_memory(
             self.db,
             ctx,
@@ -309,6 +328,7 @@ class MemoryService:
             vector,
             threshold=self.settings.forget_threshold,
             margin=self.settings.forget_margin,
+            memory_id=memory_id,
         )
         if result.forgotten is not None and result.proposed:
             if not result.already:
@@ -338,8 +358,8 @@ class MemoryService:
                 action="forget",
                 status="ambiguous",
                 space=ctx.space.key,
-                message=f"Nothing was forgotten: {len(result.candidates)} memories in space '{ctx.space.key}' "
-                "match and none clearly best.",
+                message=f"Nothing was forgotten: no memory in space '{ctx.space.key}' is clearly the one meant; "
+                f"{len(result.candidates)} candidate(s) below. Forget one by its memoryId.",
                 candidates=[MemoryOut.of(m) for m in result.candidates],
             )
         return AddOut(

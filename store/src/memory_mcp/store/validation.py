@@ -20,6 +20,11 @@ EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 CATEGORY_RE = re.compile(r"[\w][\w .:/-]*")
 
 MAX_CONTENT = 2000  # one memory (the text of add_memory and of a forget request)
+# A forget by text shorter than this acts only on an exact text or an id: a word or two names a
+# topic, not one memory (a forget of "deploys" forgot a memory that mentioned deploys).
+MIN_FORGET_WORDS = 3
+# The id forms add_memory's memoryId takes: a UUID, or the 8-character short id the tools print.
+MAX_MEMORY_ID = 36
 # add_memory content beyond MAX_CONTENT becomes one document of several memories, up to this.
 MAX_DOCUMENT_TEXT = 100_000
 # The text extracted from one uploaded file: about 2,500 pages, 2,500-5,000 memories (minutes of
