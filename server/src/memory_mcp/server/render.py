@@ -67,10 +67,10 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{rest:02d}"
 
 
-def _hit(h: SearchHitOut, byline: bool) -> str:
+def _hit(h: SearchHitOut, byline: bool, scored: bool) -> str:
     meta = [short_id(h.id)]
-    if h.similarity is not None:
-        meta.append(f"{h.similarity:.2f}".removeprefix("0"))
+    if scored:  # the score results are ranked by, so the numbers fall as the lines go down
+        meta.append(f"{h.score:.2f}".removeprefix("0"))
     if h.version:
         meta.append(f"v{h.version}")
     if h.category:
@@ -79,7 +79,7 @@ def _hit(h: SearchHitOut, byline: bool) -> str:
         meta.append(f"[{where}]")
     if byline:
         meta.append(f"({_byline(h.createdBy, h.createdAt)})")
-    return ("" if h.matching else "~") + " ".join(meta) + " " + _quote(h.content)
+    return " ".join(meta) + " " + _quote(h.content)
 
 
 def _memory(m: MemoryOut, byline: bool = True) -> str:
@@ -124,27 +124,26 @@ def profile(p: ProfileOut, notice: bool = True) -> str:
 
 
 def search(r: SearchOut) -> str:
-    """The results, best first; those below the relevance floor are marked ``~`` (or, when nothing
-    clears it, introduced as the closest there is)."""
+    """The results above the relevance floor, best first, as many as the token budget holds; how
+    many more there are is said, not printed."""
     lines = [PROVENANCE_NOTICE]
     if r.fallback:
         lines.append(f"Note: {r.fallback}")
     shared = _shared_byline(r.results)
-    legend = "id similarity > text" if r.results and r.results[0].similarity is not None else "id > text"
+    scored = bool(r.results) and r.results[0].similarity is not None
+    legend = "id score > text" if scored else "id > text"
     if shared:
         legend += f"; all by {shared}"
     if not r.results:
         lines.append(f"No memory in space '{r.space}' matches.")
-    elif r.matching == 0:
-        lines.append(f"No memory in space '{r.space}' matches well; the {r.count} closest ({legend}):")
-    elif r.matching < r.count:
-        lines.append(
-            f"{_plural(r.matching, 'matching memory')} and {r.count - r.matching} weaker (~) "
-            f"in space '{r.space}' ({legend}):"
-        )
     else:
         lines.append(f"{_plural(r.count, 'matching memory')} in space '{r.space}' ({legend}):")
-    lines += [_hit(h, byline=shared is None) for h in r.results]
+    lines += [_hit(h, byline=shared is None, scored=scored) for h in r.results]
+    if r.matching > r.count:
+        lines.append(
+            f"{_plural(r.matching - r.count, 'more matching memory')} not shown (over the token budget: raise maxTokens "
+            "or narrow the search)."
+        )
     if r.profile is not None:
         lines += _profile_lines(r.profile, beside_results=True)
     return "\n".join(lines)

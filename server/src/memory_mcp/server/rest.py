@@ -168,14 +168,20 @@ def build_router(service: MemoryService) -> APIRouter:
         includeProfile: bool = True,
         containerTag: Tag = None,
         limit: LimitQ = 10,
+        maxTokens: Annotated[
+            int, Query(ge=validation.MIN_ANSWER_TOKENS, le=validation.MAX_ANSWER_TOKENS)
+        ] = validation.DEFAULT_ANSWER_TOKENS,
     ) -> SearchOut:
         """Search memories.
 
         `query` searches by meaning and words (hybrid), `keyword` matches a literal substring, `category`
         filters; at least one is needed. With `includeProfile` the answer adds the space's profile
-        (stable facts and recent memories). Results are in score order.
+        (stable facts and recent memories). Results are in score order; those under the relevance
+        floor are dropped, and those beyond the `maxTokens` budget are counted in `more`.
         """
-        return await service.search(c, query, keyword, category, includeProfile, containerTag, limit)
+        return await service.search(
+            c, query, keyword, category, includeProfile, containerTag, limit, maxTokens
+        )
 
     @router.get("/documents", response_model=DocumentsOut, response_model_exclude_none=True)
     async def documents(

@@ -16,6 +16,7 @@ from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
 from memory_mcp.store import (
     documents,
     identity,
+    lean,
     memories,
     pipeline,
     profile,
@@ -27,6 +28,7 @@ from memory_mcp.store import (
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import RateLimited, SecretRefused, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
+from memory_mcp.store.search import SearchHit
 from memory_mcp.store.secrets import find_secret
 
 from .documents_worker import embed_batches
@@ -154,8 +156,12 @@ class MemoryService:
         include_profile: bool = True,
         container_tag: str | None = None,
         limit: int = 10,
+        max_tokens: int = validation.DEFAULT_ANSWER_TOKENS,
     ) -> SearchOut:
+        """Ranked memories above the relevance floor, as many as ``max_tokens`` holds (the rest
+        counted in ``more``), long pieces by their matching passage, and the profile."""
         ctx = identity.resolve_space(caller, container_tag)
+        max_tokens = validation.answer_tokens(max_tokens)
         # Checked before the query is embedded (the store checks the same again).
         query = validation.optional_text(query, "query", validation.MAX_QUERY)
         keyword = validation.optional_text(keyword, "keyword", validation.MAX_KEYWORD)
@@ -173,34 +179,42 @@ class MemoryService:
         )
         for mode in result.modes:
             metrics.SEARCHES.labels(mode=mode).inc()
-        self.recalls.add(ctx.space.id, [h.memory.id for h in result.hits])
-        hits = [
-            SearchHitOut(
-                id=str(h.memory.id),
-                content=h.memory.content,
-                similarity=h.similarity,
-                score=h.score,
-                matching=h.matching,
-                category=h.memory.category,
-                version=h.memory.version if h.memory.version > 1 else None,
-                documentId=str(h.memory.document_id),
-                source=SourceOut.of(h.memory),
-                createdAt=h.memory.created_at,
-                createdBy=h.memory.created_by,
-            )
-            for h in result.hits
-        ]
+        relevant = lean.relevant(result.hits, has_query=query is not None)
+        hits = [self._hit(h, query, keyword) for h in relevant]
+        reserved = self.settings.profile_token_budget if include_profile else 0
+        costs = [lean.estimate_tokens(h.content) + lean.LINE_TOKENS for h in hits]
+        shown = lean.within_budget(costs, max_tokens - reserved - lean.HEADER_TOKENS)
+        self.recalls.add(ctx.space.id, [h.memory.id for h in relevant[:shown]])
         out = SearchOut(
             space=ctx.space.key,
-            results=hits,
-            count=len(hits),
-            matching=result.matching,
+            results=hits[:shown],
+            count=shown,
+            matching=len(hits),
             modes=list(result.modes),
             fallback=result.fallback,
         )
         if include_profile:
-            out.profile = await self._profile(ctx, exclude=[h.memory.id for h in result.hits])
+            out.profile = await self._profile(ctx, exclude=[h.memory.id for h in relevant[:shown]])
         return out
+
+    @staticmethod
+    def _hit(h: SearchHit, query: str | None, keyword: str | None) -> SearchHitOut:
+        """A result as shown: a piece of a longer document by its matching passage."""
+        source = SourceOut.of(h.memory)
+        found = lean.passage(h.memory.content, query, keyword) if source is not None else None
+        return SearchHitOut(
+            id=str(h.memory.id),
+            content=found.text if found else h.memory.content,
+            similarity=h.similarity,
+            score=h.score,
+            matching=h.matching,
+            category=h.memory.category,
+            version=h.memory.version if h.memory.version > 1 else None,
+            documentId=str(h.memory.document_id),
+            source=source,
+            createdAt=h.memory.created_at,
+            createdBy=h.memory.created_by,
+        )
 
     async def _profile(self, ctx: SpaceContext, exclude: list[uuid.UUID] | None = None) -> ProfileOut:
         p = await profile.build_profile(self.db, ctx, self.settings.profile_token_budget, exclude or ())
