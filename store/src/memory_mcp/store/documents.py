@@ -173,7 +173,7 @@ async def _check_documents_quota(conn: AsyncConnection, ctx: SpaceContext, size:
         await conn.execute(
             text(
                 "SELECT s.key, s.max_memories, s.max_documents, s.max_bytes, "
-                "(SELECT count(*) FROM documents d WHERE d.space_id = s.id) AS documents, "
+                f"(SELECT count(*) FROM documents d WHERE d.space_id = s.id AND {LISTED}) AS documents, "
                 "CASE WHEN s.max_bytes IS NOT NULL THEN "
                 "(SELECT coalesce(sum(d.size_bytes), 0) FROM documents d WHERE d.space_id = s.id) END AS bytes "
                 "FROM spaces s WHERE s.id = :s"

@@ -180,6 +180,7 @@ PROPOSED = "m.review = 'proposed'"
 # (or, under Review, a pending proposal of it), the nearest live memory by meaning (a restatement
 # candidate) and the space's write policy and quotas with the counts they limit (counted only when
 # a quota is set). Pending proposals count against maxMemories: accepting one adds nothing.
+# maxDocuments counts documents (uploads and long texts), which a save does not add to.
 _BEFORE_SAVE_SQL = f"""
     SELECT
       (SELECT m.id FROM memories m WHERE m.space_id = :s AND m.content_hash = :h AND {LIVE}) AS duplicate,
@@ -191,7 +192,7 @@ _BEFORE_SAVE_SQL = f"""
       CASE WHEN s.max_memories IS NOT NULL THEN
         (SELECT count(*) FROM memories m WHERE m.space_id = :s AND ({LIVE} OR {PROPOSED})) END AS memories,
       CASE WHEN s.max_documents IS NOT NULL THEN
-        (SELECT count(*) FROM documents d WHERE d.space_id = :s) END AS documents,
+        (SELECT count(*) FROM documents d WHERE d.space_id = :s AND d.source <> 'memory') END AS documents,
       CASE WHEN s.max_bytes IS NOT NULL THEN
         (SELECT coalesce(sum(d.size_bytes), 0) FROM documents d WHERE d.space_id = :s) END AS bytes
     FROM spaces s
@@ -283,7 +284,8 @@ async def save_memory(
                     existing = await _fetch_memory(conn, "m.id = :id", {"id": existing_id})
                     assert existing is not None
                     return SaveResult(existing, created=False, proposed=existing.review == "proposed")
-                check_quota(before, len(content.encode()))
+                # A memory saved on its own is no document: maxDocuments counts uploads and long texts.
+                check_quota(before, len(content.encode()), new_documents=0)
                 old_id = supersedes_id
                 if old_id is None and supersede_threshold is not None and before.near_id is not None:
                     old_id = before.near_id if before.near_similarity >= supersede_threshold else None
