@@ -70,6 +70,8 @@ async def test_answers_drop_weak_results_keep_a_budget_and_show_passages(docs_se
         roomy_text = roomy.content[0].text  # type: ignore[union-attr]
         shown = [float(n) for n in re.findall(r"^[0-9a-f]{8} (\d*\.\d\d) ", roomy_text, re.M)]
         assert len(shown) > 2 and shown == sorted(shown, reverse=True)
+        # A document is named once; its later pieces do not repeat it.
+        assert roomy_text.count("[doc ") <= 2 < len(shown)
         assert "maxTokens: must be at least 200" in await s.error("search_memory", query="x", maxTokens=10)
 
 

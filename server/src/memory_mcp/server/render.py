@@ -50,16 +50,22 @@ def _shared_byline(items: Sequence[SearchHitOut | MemoryOut]) -> str | None:
     return lines.pop() if len(lines) == 1 else None
 
 
-def _where(document_id: str, source: SourceOut | None) -> str | None:
-    """Where a piece of a longer document comes from: ``doc 1a2b3c4d p.3`` (or a time range)."""
+def _where(document_id: str, source: SourceOut | None, named: set[str] | None = None) -> str | None:
+    """Where a piece of a longer document comes from: ``doc 1a2b3c4d p.3`` (or a time range); a
+    document in ``named`` already (an earlier line said it) is left out: ``p.5``."""
     if source is None:
         return None
-    where = f"doc {short_id(document_id)}"
+    if named is not None and document_id in named:
+        where = ""
+    else:
+        where = f"doc {short_id(document_id)}"
+        if named is not None:
+            named.add(document_id)
     if source.page is not None:
         where += f" p.{source.page}"
     if source.startS is not None and source.endS is not None:
         where += f" {_clock(source.startS)}-{_clock(source.endS)}"
-    return where
+    return where.strip() or None
 
 
 def _clock(seconds: float) -> str:
@@ -67,7 +73,7 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{rest:02d}"
 
 
-def _hit(h: SearchHitOut, byline: bool, scored: bool) -> str:
+def _hit(h: SearchHitOut, byline: bool, scored: bool, named: set[str]) -> str:
     meta = [short_id(h.id)]
     if scored:  # the score results are ranked by, so the numbers fall as the lines go down
         meta.append(f"{h.score:.2f}".removeprefix("0"))
@@ -75,7 +81,7 @@ def _hit(h: SearchHitOut, byline: bool, scored: bool) -> str:
         meta.append(f"v{h.version}")
     if h.category:
         meta.append(f"#{h.category}")
-    if where := _where(h.documentId, h.source):
+    if where := _where(h.documentId, h.source, named):
         meta.append(f"[{where}]")
     if byline:
         meta.append(f"({_byline(h.createdBy, h.createdAt)})")
@@ -130,7 +136,8 @@ def search(r: SearchOut) -> str:
     if r.fallback:
         lines.append(f"Note: {r.fallback}")
     shared = _shared_byline(r.results)
-    scored = bool(r.results) and r.results[0].similarity is not None
+    # The score orders every search but a category listing (where it is the same for all).
+    scored = bool(r.results) and bool({"semantic", "fulltext", "keyword"} & set(r.modes))
     legend = "id score > text" if scored else "id > text"
     if shared:
         legend += f"; all by {shared}"
@@ -138,7 +145,8 @@ def search(r: SearchOut) -> str:
         lines.append(f"No memory in space '{r.space}' matches.")
     else:
         lines.append(f"{_plural(r.count, 'matching memory')} in space '{r.space}' ({legend}):")
-    lines += [_hit(h, byline=shared is None, scored=scored) for h in r.results]
+    named: set[str] = set()  # documents an earlier line named: later pieces of one give their page only
+    lines += [_hit(h, byline=shared is None, scored=scored, named=named) for h in r.results]
     if r.matching > r.count:
         lines.append(
             f"{_plural(r.matching - r.count, 'more matching memory')} not shown (over the token budget: raise maxTokens "

@@ -189,8 +189,8 @@ def build_router(service: MemoryService) -> APIRouter:
     ) -> DocumentsOut:
         """List documents, newest first.
 
-        Documents are the sources memories came from: saved text and uploaded files, with their type,
-        status and summary.
+        Documents are the sources memories came from: uploaded files and long saved texts (a memory
+        saved on its own is not one), with their type, status and summary.
         """
         return await service.list_documents(c, page, limit, containerTag)
 
@@ -200,7 +200,8 @@ def build_router(service: MemoryService) -> APIRouter:
     async def document(document_id: str, c: Auth, page: PageQ = 1) -> DocumentDetailOut:
         """One document: metadata, summary and content.
 
-        The content comes in pages (`page`); `documentId` may be a full id or its 8-character short id.
+        The content comes in pages (`page`); `documentId` may be a full id or its 8-character short id,
+        or the id or short id of a memory (its source document).
         """
         return await service.get_document(c, document_id, page)
 

@@ -64,7 +64,7 @@ def within_budget(costs: Sequence[int], budget: int) -> int:
 
 @dataclass(frozen=True)
 class Passage:
-    text: str  # with "…" where it was cut
+    text: str  # on one line, with "…" where it was cut
     start: int  # character range in the piece
     end: int
 
@@ -113,7 +113,8 @@ def passage(
     start, end = spans[best[1]][0], spans[best[2]][1]
     if end - start > max_chars:  # one sentence longer than a passage: cut at words around its match
         start, end = _cut(content, start, end, terms, keyword, max_chars)
-    text = content[start:end].strip()
+    # On one line: a page's line breaks are layout, and every quoted line costs its own marker.
+    text = " ".join(content[start:end].split())
     return Passage(("…" if start > 0 else "") + text + ("…" if end < len(content) else ""), start, end)
 
 
