@@ -109,7 +109,9 @@ async def test_a_csv_becomes_a_summary_and_records_with_column_names(docs_server
         )
         assert "name: Grace; team: compilers; city: Arlington" in contents[1]
         assert "Grace,compilers" not in doc["content"]  # no raw rows
-        found = (await http.get("/v1/search", params={"query": "who works on compilers"})).json()
+        found = (
+            await http.get("/v1/search", params={"query": "Grace of the compilers team in Arlington"})
+        ).json()
         assert any("name: Grace; team: compilers" in h["content"] for h in found["results"][:5])
 
 
