@@ -33,6 +33,7 @@ from memory_mcp.embedder.client import make_embedder
 from memory_mcp.server import render
 from memory_mcp.server.service import MemoryService
 from memory_mcp.store import documents, memories, search
+from memory_mcp.store import lean as lean_rules
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import SpaceContext
 
@@ -67,6 +68,7 @@ async def locomo(
 ) -> None:
     """LoCoMo questions through the service: what lean answers cost in hit@k, and their tokens."""
     store, lean = Scores("store top 10"), Scores("lean answers (service)")
+    floors = {f: Scores(f"floor: relative {f}") for f in (0.3, 0.4, 0.6)}  # the store's top 10, floored
     shown: list[int] = []
     for conv in conversations:
         ctx = contexts[conv.space]
@@ -83,6 +85,9 @@ async def locomo(
             vector = await service.embedder.embed_query(q.text)  # type: ignore[union-attr]
             ranked = await search.search_memories(db, ctx, q.text, query_embedding=vector, limit=K)
             store.add([by_memory.get(h.memory.id, "?") for h in ranked.hits], q, sessions)
+            for floor, scores in floors.items():
+                kept = lean_rules.relevant(ranked.hits, has_query=True, relative_floor=floor)
+                scores.add([by_memory.get(h.memory.id, "?") for h in kept], q, sessions)
             out = await service.search(
                 ctx.caller, query=q.text, include_profile=False, container_tag=conv.space, limit=K
             )
@@ -91,7 +96,7 @@ async def locomo(
             lean.memory_tokens.append(sum(len(enc.encode(h.content)) for h in out.results))
             shown.append(out.count)
     print(f"LoCoMo dev, {', '.join(c.sample_id for c in conversations)}: {len(store.ranked)} questions")
-    for scores in (store, lean):
+    for scores in (store, lean, *floors.values()):
         print(
             f"  {scores.name:<24} hit@1 {scores.hit(1):.3f} hit@5 {scores.hit(5):.3f} hit@10 {scores.hit(10):.3f}"
         )
