@@ -68,7 +68,7 @@ async def locomo(
 ) -> None:
     """LoCoMo questions through the service: what lean answers cost in hit@k, and their tokens."""
     store, lean = Scores("store top 10"), Scores("lean answers (service)")
-    floors = {f: Scores(f"floor: relative {f}") for f in (0.3, 0.4, 0.6)}  # the store's top 10, floored
+    floors = {f: Scores(f"floor: relative {f}") for f in (0.3, 0.5, 0.6)}  # the store's top 10, floored
     shown: list[int] = []
     for conv in conversations:
         ctx = contexts[conv.space]

@@ -55,10 +55,10 @@ def _hit(score: float, matching: bool = True) -> SearchHit:
 
 
 def test_the_floor_is_absolute_and_relative_to_the_best() -> None:
-    hits = [_hit(0.9), _hit(0.5), _hit(0.44), _hit(0.8, matching=False)]
-    assert [h.score for h in lean.relevant(hits, has_query=True)] == [0.9, 0.5]
+    hits = [_hit(0.9), _hit(0.5), _hit(0.34), _hit(0.8, matching=False)]
+    assert [h.score for h in lean.relevant(hits, has_query=True)] == [0.9, 0.5]  # 0.34 < 0.4 x 0.9
     # A keyword or category match is what was asked for: only the absolute floor applies.
-    assert [h.score for h in lean.relevant(hits, has_query=False)] == [0.9, 0.5, 0.44]
+    assert [h.score for h in lean.relevant(hits, has_query=False)] == [0.9, 0.5, 0.34]
     assert lean.relevant([_hit(0.2, matching=False)], has_query=True) == []
 
 
