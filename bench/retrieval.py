@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -40,7 +41,7 @@ from bench.retrieval_dataset import QUERY_KINDS, BenchQuery, Dataset, build_data
 from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, make_embedder
-from memory_mcp.store import memories, profile, search
+from memory_mcp.store import memories, profile, search, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import SpaceContext
 from memory_mcp.store.validation import MAX_LIMIT
@@ -511,8 +512,10 @@ def forget_probes(
     - ambiguous-correction: the question about a corrected fact while both versions are live;
     - ambiguous-twins: the words two look-alike memories share ("... will feature Alessia's side
       project"), which designate neither;
+    - ambiguous-word: one word of a memory (its longest), which names a topic, not a memory (a
+      forget of "deploys" forgot one);
     - absent: a question from another space, about people or facts this space does not hold.
-    Nothing should be forgotten for the last three.
+    Nothing should be forgotten for the last four.
     """
     probes = []
     spaces = data.spaces
@@ -521,6 +524,8 @@ def forget_probes(
             continue
         if q.kind == "exact":
             probes.append(ForgetProbe("clear-wording", q.space, q.text, q.expected[0]))
+            word = max(re.findall(r"[^\W\d_]+", data.by_key[q.expected[0]].content), key=len)
+            probes.append(ForgetProbe("ambiguous-word", q.space, word, None))
         elif q.kind == "paraphrase":
             probes.append(ForgetProbe("clear-meaning", q.space, q.text, q.expected[0]))
             other = spaces[(spaces.index(q.space) + 1) % len(spaces)]
@@ -561,7 +566,14 @@ async def forget_study(
         async with db.transaction([space_id]) as conn:
             candidates = await memories.forget_candidates(conn, space_id, probe.text, vector)
         scored.append((probe, [(keys[m.id], s) for m, s in candidates]))
-    kinds = ("clear-wording", "clear-meaning", "ambiguous-correction", "ambiguous-twins", "absent")
+    kinds = (
+        "clear-wording",
+        "clear-meaning",
+        "ambiguous-correction",
+        "ambiguous-twins",
+        "ambiguous-word",
+        "absent",
+    )
     counts = {k: sum(p.kind == k for p, _ in scored) for k in kinds}
     print("\nForget: decisions on probes (the live load: corrections and stale facts both live)")
     print("  probes: " + ", ".join(f"{k} {counts[k]}" for k in kinds))
@@ -589,7 +601,8 @@ async def forget_study(
                     continue
                 best, best_score = cands[0]
                 runner_up = cands[1][1] if len(cands) > 1 else 0.0
-                if best_score < threshold or best_score - runner_up < margin:
+                short = len(probe.text.split()) < validation.MIN_FORGET_WORDS  # as forget_memory rules
+                if short or best_score < threshold or best_score - runner_up < margin:
                     continue
                 if probe.kind.startswith("clear"):
                     right += best == probe.target
@@ -599,7 +612,7 @@ async def forget_study(
                 else:
                     absent += 1
             clear = counts["clear-wording"] + counts["clear-meaning"]
-            unclear = counts["ambiguous-correction"] + counts["ambiguous-twins"]
+            unclear = counts["ambiguous-correction"] + counts["ambiguous-twins"] + counts["ambiguous-word"]
             mark = (
                 "  <- default"
                 if abs(threshold - settings.forget_threshold) < 1e-9

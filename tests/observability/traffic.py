@@ -85,8 +85,8 @@ async def one_round(base: str, key: str, space: str, round_no: int, log: Traffic
         found = await tools.ok("search_memory", query="Which database does billing use?", keyword="billing")
         assert "semantic" in found["modes"], f"search fell back to full text: {found.get('fallback')}"
         log.searches += 1
-        documents = await tools.ok("listDocuments")
-        document_id = documents["documents"][0]["id"]
+        await tools.ok("listDocuments")
+        document_id = saved["memory"]["documentId"]
         await tools.ok("getDocument", documentId=document_id)
         await tools.ok("listMemories")
         forgotten = await tools.ok("add_memory", action="forget", content=text)

@@ -318,8 +318,8 @@ async def test_retain_detaches_and_redeclaring_restores(db: Database) -> None:
     assert (gone.reason, gone.changed) == ("Retained", True)
     assert await spaces.get_space(db, "alpha") is None
     back = await reconcile_space(db, "alpha", SPACE)
-    assert back.changes == ("restored retained space 'alpha' with 1 memory and 1 document",)
-    assert back.status == {"memoryCount": 1, "documentCount": 1}
+    assert back.changes == ("restored retained space 'alpha' with 1 memory and 0 documents",)
+    assert back.status == {"memoryCount": 1, "documentCount": 0}  # a memory saved alone is no document
 
 
 async def test_delete_policy_removes_the_data(db: Database) -> None:

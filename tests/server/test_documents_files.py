@@ -67,7 +67,7 @@ KINDS = [
     Kind(
         "cities.csv",
         samples.csv_file,
-        ["city,country,population", "city0031,Italy,1031"],
+        ["A table of 45 rows and 3 columns", "city: city0031; country: Italy; population: 1031"],
         "city0031",
         "text/csv",
     ),

@@ -94,7 +94,7 @@ async def test_a_markdown_file_is_extracted_searchable_and_listed(docs_server: R
         assert "done" in docs.content[0].text and "billing.md" in docs.content[0].text  # type: ignore[union-attr]
 
 
-async def test_a_csv_becomes_one_memory_per_row_group_with_its_header(docs_server: RunningServer) -> None:
+async def test_a_csv_becomes_a_summary_and_records_with_column_names(docs_server: RunningServer) -> None:
     key = await writer_key(docs_server)
     async with client(docs_server, key) as http:
         queued = await upload(http, "people.csv", CSV.encode())
@@ -102,9 +102,17 @@ async def test_a_csv_becomes_one_memory_per_row_group_with_its_header(docs_serve
         doc = await finished(http, queued.json()["id"])
         assert doc["status"] == "done" and "Grace" in doc["content"]
         memories = (await http.get("/v1/memories", params={"limit": 50})).json()["memories"]
-        assert memories and all(m["content"].startswith("name") for m in memories)
-        found = (await http.get("/v1/search", params={"query": "who works on compilers"})).json()
-        assert any("Grace" in h["content"] for h in found["results"][:5])
+        contents = sorted(m["content"] for m in memories)
+        assert contents[0] == (
+            "A table of 3 rows and 3 columns: name (text: Ada, Grace, Linus); "
+            "team (text: platform, compilers, kernel); city (text: Zurich, Arlington, Portland)."
+        )
+        assert "name: Grace; team: compilers; city: Arlington" in contents[1]
+        assert "Grace,compilers" not in doc["content"]  # no raw rows
+        found = (
+            await http.get("/v1/search", params={"query": "Grace of the compilers team in Arlington"})
+        ).json()
+        assert any("name: Grace; team: compilers" in h["content"] for h in found["results"][:5])
 
 
 async def test_the_same_file_twice_is_the_same_document(docs_server: RunningServer) -> None:

@@ -146,7 +146,7 @@ async def test_a_quota_at_its_boundary_over_mcp(server: RunningServer) -> None:
         await s.ok("add_memory", content="bytes, twice!!!")  # 30 of 30 bytes
         error = await s.error("add_memory", content="one more")
         assert "quota of 30 bytes (maxBytes): 30 in use" in error
-        listed = await s.ok("listDocuments")
+        listed = await s.ok("listMemories", status="all")
         assert listed["pagination"]["total"] == 2  # nothing half-written
     async with _rest(server, key) as http:
         refused = await http.post("/v1/memories", json={"content": "one more"})

@@ -37,8 +37,7 @@ async def test_rest_round_trip_and_errors(server: RunningServer) -> None:
 
         listed = (await http.get("/v1/memories", params={"limit": 5})).json()
         assert listed["pagination"]["limit"] == 5 and listed["memories"][0]["id"] == memory["id"]
-        docs = (await http.get("/v1/documents")).json()
-        doc = (await http.get(f"/v1/documents/{docs['documents'][0]['id']}")).json()
+        doc = (await http.get(f"/v1/documents/{memory['documentId']}")).json()
         assert doc["content"] == "REST clients can save too."
 
         spaces = (await http.get("/v1/spaces")).json()
@@ -67,6 +66,35 @@ async def test_rest_round_trip_and_errors(server: RunningServer) -> None:
             "/v1/memories/forget", json={"content": memory["id"], "containerTag": "docs"}
         )
         assert forgot.json()["status"] == "forgotten" and forgot.json()["memory"]["updatedBy"] == "Fay"
+
+
+async def test_rest_names_one_memory_by_id_and_lists_only_documents(server: RunningServer) -> None:
+    key = await make_key(
+        server.db, await make_user(server.db), {await make_space(server.db, "ids"): "ReadWrite"}
+    )
+    async with httpx2.AsyncClient(base_url=server.base, headers={"Authorization": f"Bearer {key}"}) as http:
+        first = (await http.post("/v1/memories", json={"content": "Backups run nightly at 02:00."})).json()
+        memory = first["memory"]
+        assert (await http.get("/v1/documents")).json()["documents"] == []
+        by_memory = await http.get(f"/v1/documents/{memory['id'][:8]}")
+        assert by_memory.status_code == 200 and by_memory.json()["id"] == memory["documentId"]
+
+        vague = (await http.post("/v1/memories/forget", json={"content": "backups"})).json()
+        assert vague["status"] == "ambiguous" and [m["id"] for m in vague["candidates"]] == [memory["id"]]
+
+        moved = await http.post(
+            "/v1/memories", json={"content": "Backups moved to a weekly run.", "memoryId": memory["id"][:8]}
+        )
+        assert moved.status_code == 200 and moved.json()["status"] == "updated"
+        latest = moved.json()["memory"]
+        assert latest["version"] == 2 and latest["supersedesId"] == memory["id"]
+
+        neither = await http.post("/v1/memories/forget", json={})
+        assert neither.status_code == 422 and "content or memoryId" in neither.json()["message"]
+        gone = await http.post("/v1/memories/forget", json={"memoryId": str(uuid.uuid4())})
+        assert gone.status_code == 404
+        forgot = (await http.post("/v1/memories/forget", json={"memoryId": latest["id"]})).json()
+        assert forgot["status"] == "forgotten" and forgot["memory"]["id"] == latest["id"]
 
 
 async def test_rest_and_mcp_share_one_implementation(server: RunningServer) -> None:

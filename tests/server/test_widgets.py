@@ -191,8 +191,9 @@ async def test_fetch_graph_data_is_the_space_and_only_the_space(server: RunningS
     memories = [n for n in graph["nodes"] if n["kind"] == "memory"]
     documents = [n for n in graph["nodes"] if n["kind"] == "document"]
     assert graph["space"] == "alpha" and graph["totalMemories"] == 4 and len(memories) == 4
-    assert len(documents) == 4 and foreign["memory"]["id"] not in ids
-    assert {e["source"] for e in graph["edges"] if e["kind"] == "source"} == {m["id"] for m in memories}
+    # Memories saved on their own are no documents: drawn alone, without a source link.
+    assert documents == [] and foreign["memory"]["id"] not in ids
+    assert [e for e in graph["edges"] if e["kind"] == "source"] == []
     assert all(e["source"] in ids and e["target"] in ids for e in graph["edges"])
     # The restatement superseded the first version; both are on the graph, linked as versions.
     assert v2["status"] == "updated" and v1["memory"]["id"] in ids
@@ -207,7 +208,7 @@ async def test_fetch_graph_data_is_the_space_and_only_the_space(server: RunningS
     assert second["page"] == 2 and second["hasMore"] is False
     assert "limit: must be at most 200" in too_many
     assert hidden.replace("gamma", "X") == missing.replace("no-such-space", "X")
-    assert launch == {"space": "alpha", "name": "Alpha", "documentCount": 4, "memoryCount": 3}  # live ones
+    assert launch == {"space": "alpha", "name": "Alpha", "documentCount": 0, "memoryCount": 3}  # live ones
 
 
 async def test_the_built_widgets_are_current(tmp_path: Path) -> None:

@@ -183,31 +183,39 @@ def test_markdown_title_is_the_first_heading_outside_code(files: Path) -> None:
     assert run(files / "plain.md").title is None
 
 
-def test_csv_row_groups_repeat_the_header_and_stand_alone(files: Path) -> None:
+def test_a_csv_is_a_summary_and_records_that_name_their_columns(files: Path) -> None:
     rows = samples.csv_rows(45)
     result = run(samples.csv_file(files / "cities.csv", rows))
-    header = ",".join(samples.CSV_HEADER)
-    assert len(result.sections) >= 3
-    seen: list[str] = []
-    for section in result.sections:
-        lines = section.text.split("\n")
-        assert lines[0] == header and section.separate and len(section.text) <= MAX_CONTENT
-        seen += lines[1:]
-    assert seen == [",".join(row) for row in rows]
+    summary, *groups = result.sections
+    assert summary.text.startswith("A table of 45 rows and 3 columns: city (text, 45 distinct values); ")
+    assert (
+        "country (text: Austria, Italy)" in summary.text
+        and "population (integer, 1000 to 1044)" in summary.text
+    )
+    assert len(groups) >= 3 and all(s.separate and len(s.text) <= MAX_CONTENT for s in result.sections)
+    seen = [line for group in groups for line in group.text.split("\n")]
+    assert seen == [f"city: {c}; country: {k}; population: {p}" for c, k, p in rows]  # never a raw row
     assert result.metadata == {"rows": 45, "columns": 3}
 
 
-def test_csv_long_rows_stay_within_one_memory(files: Path) -> None:
+def test_csv_types_empty_cells_and_long_rows(files: Path) -> None:
+    (files / "people.csv").write_text(
+        "name,joined,score,active,note\nAda,2021-03-01,1.5,yes,\nBert,2019-11-30,-2,no,late\n"
+    )
+    summary, records = run(files / "people.csv").sections
+    assert "joined (date, 2019-11-30 to 2021-03-01)" in summary.text and "score (number" in summary.text
+    assert "active (boolean: yes, no)" in summary.text and "note (text: late, 1 empty)" in summary.text
+    assert records.text.split("\n")[0] == "name: Ada; joined: 2021-03-01; score: 1.5; active: yes"
     rows = [[f"r{n}", "x" * 300, "y"] for n in range(30)]
     result = run(samples.csv_file(files / "wide.csv", rows))
     assert all(len(s.text) <= MAX_CONTENT for s in result.sections)
-    assert sum(len(s.text.split("\n")) - 1 for s in result.sections) == 30
+    assert sum(len(s.text.split("\n")) for s in result.sections[1:]) == 30
 
 
 def test_csv_semicolons_and_quoted_newlines(files: Path) -> None:
     (files / "semi.csv").write_text('name;note\nAnna;"two\nlines"\nBert;plain\n')
     result = run(files / "semi.csv")
-    assert result.sections[0].text == "name,note\nAnna,two lines\nBert,plain"
+    assert result.sections[1].text == "name: Anna; note: two lines\nname: Bert; note: plain"
 
 
 # --- PDF, OCR ----------------------------------------------------------------------------------
@@ -236,6 +244,21 @@ def test_running_headers_and_page_numbers_are_left_out(files: Path) -> None:
     # Two pages are too few to tell a running header from a repeated line.
     short = run(samples.pdf_with_text(files / "two.pdf", pages[:2]))
     assert [s.text for s in short.sections] == pages[:2]
+
+
+def test_a_chapters_running_header_is_left_out_too(files: Path) -> None:
+    # Each chapter's header runs through its own pages only: none is on half of the document's.
+    chapters = ["Chapter 1: Introduction"] * 2 + ["Chapter 2: Utilities"] * 3 + ["Chapter 3: Reference"] * 2
+    topics = ["installing", "parsing", "encoding", "decoding", "errors", "copying", "indexes"]
+    bodies = [f"This page is about {topic}, and nothing else is." for topic in topics]
+    pages = [
+        f"{chapter} {n}\n{body}" for n, (chapter, body) in enumerate(zip(chapters, bodies, strict=True), 1)
+    ]
+    # A table's heading row repeated at the top of the next page carries no page number: it stays.
+    pages[5] = f"service | owner\n{bodies[5]}"
+    pages[6] = f"service | owner\n{bodies[6]}"
+    result = run(samples.pdf_with_text(files / "manual.pdf", pages))
+    assert [s.text for s in result.sections] == bodies[:5] + [f"service | owner\n{b}" for b in bodies[5:]]
 
 
 def test_scanned_pdf_pages_are_read_by_ocr_in_order(files: Path) -> None:

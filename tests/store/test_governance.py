@@ -178,7 +178,7 @@ async def test_curator_context_for_the_command_line(db: Database) -> None:
 
 @pytest.mark.parametrize(
     ("quota", "limit", "adds"),
-    [("max_memories", 2, 2), ("max_documents", 2, 2), ("max_bytes", 20, 2)],
+    [("max_memories", 2, 2), ("max_bytes", 20, 2)],
 )
 async def test_quotas_hold_at_their_boundary_with_nothing_half_written(
     db: Database, quota: str, limit: int, adds: int
@@ -189,7 +189,7 @@ async def test_quotas_hold_at_their_boundary_with_nothing_half_written(
         await memories.save_memory(db, writer, content)
     with pytest.raises(QuotaExceeded) as refused:
         await memories.save_memory(db, writer, "one too many")
-    name = {"max_memories": "maxMemories", "max_documents": "maxDocuments", "max_bytes": "maxBytes"}[quota]
+    name = {"max_memories": "maxMemories", "max_bytes": "maxBytes"}[quota]
     assert refused.value.quota == name and refused.value.limit == limit
     assert name in str(refused.value) and f"{refused.value.used} in use" in str(refused.value)
     async with db.transaction([writer.space.id]) as conn:
@@ -199,6 +199,18 @@ async def test_quotas_hold_at_their_boundary_with_nothing_half_written(
             )
         ).one()
     assert tuple(counts) == (adds, adds)
+
+
+async def test_max_documents_counts_documents_not_memories_saved_alone(db: Database) -> None:
+    await make_space(db, "team", max_documents=1)
+    writer, _ = await _contexts(db)
+    for content in ("First fact.", "Second fact.", "Third fact."):
+        assert (await memories.save_memory(db, writer, content)).created  # no document each
+    stored, _ = await documents.save_text(db, writer, None, pipeline.prepare_text(LONG_TEXT))
+    assert stored.created
+    with pytest.raises(QuotaExceeded) as refused:
+        await documents.save_text(db, writer, None, pipeline.prepare_text(LONG_TEXT + " Again."))
+    assert refused.value.quota == "maxDocuments" and refused.value.used == 1
 
 
 def test_parse_grant_takes_curate() -> None:

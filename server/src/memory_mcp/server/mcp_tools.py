@@ -73,18 +73,27 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
         includeProfile: Annotated[bool, Field(description="Add the space profile")] = True,
         containerTag: ContainerTag = None,
         limit: Limit = 10,
+        maxTokens: Annotated[
+            int,
+            Field(
+                ge=validation.MIN_ANSWER_TOKENS,
+                le=validation.MAX_ANSWER_TOKENS,
+            ),
+        ] = validation.DEFAULT_ANSWER_TOKENS,
     ) -> Annotated[CallToolResult, SearchOut]:
         return await call(
             "search_memory",
             service,
-            lambda c: service.search(c, query, keyword, category, includeProfile, containerTag, limit),
+            lambda c: service.search(
+                c, query, keyword, category, includeProfile, containerTag, limit, maxTokens
+            ),
             render.search,
         )
 
     @mcp.tool(
         name="add_memory",
         description="Save a durable fact to a space (action=save, the default), or forget an outdated one "
-        "(action=forget with its text or id). Exact duplicates return the existing memory.",
+        "(action=forget). Exact duplicates return the existing memory.",
         # Forgetting retires a memory (soft: history is kept), so the tool is not free of destruction.
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
@@ -94,8 +103,8 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
         content: Annotated[
             str,
             Field(
-                description="The fact to save (over 2,000 characters: a document of several memories), "
-                "or the memory (text, id or short id) to forget",
+                description="Fact to save (over 2,000 characters: several memories), or text of a memory "
+                "to forget",
                 max_length=validation.MAX_DOCUMENT_TEXT,
             ),
         ],
@@ -105,11 +114,17 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
             Field(description="Optional tag for later filtering", max_length=validation.MAX_CATEGORY),
         ] = None,
         containerTag: ContainerTag = None,
+        memoryId: Annotated[
+            str | None,
+            Field(
+                description="Memory id: forget it, or save content as its new version",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, AddOut]:
         return await call(
             "add_memory",
             service,
-            lambda c: service.add(c, content, action, category, containerTag),
+            lambda c: service.add(c, content, action, category, containerTag, memoryId),
             render.add,
         )
 
@@ -133,7 +148,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
     )
     async def get_document(
         documentId: Annotated[
-            str, Field(description="Document id (or short id) from listDocuments or a memory", max_length=64)
+            str, Field(description="Id or short id of a document or memory", max_length=64)
         ],
         page: Page = 1,
     ) -> Annotated[CallToolResult, DocumentDetailOut]:

@@ -50,16 +50,22 @@ def _shared_byline(items: Sequence[SearchHitOut | MemoryOut]) -> str | None:
     return lines.pop() if len(lines) == 1 else None
 
 
-def _where(document_id: str, source: SourceOut | None) -> str | None:
-    """Where a piece of a longer document comes from: ``doc 1a2b3c4d p.3`` (or a time range)."""
+def _where(document_id: str, source: SourceOut | None, named: set[str] | None = None) -> str | None:
+    """Where a piece of a longer document comes from: ``doc 1a2b3c4d p.3`` (or a time range); a
+    document in ``named`` already (an earlier line said it) is left out: ``p.5``."""
     if source is None:
         return None
-    where = f"doc {short_id(document_id)}"
+    if named is not None and document_id in named:
+        where = ""
+    else:
+        where = f"doc {short_id(document_id)}"
+        if named is not None:
+            named.add(document_id)
     if source.page is not None:
         where += f" p.{source.page}"
     if source.startS is not None and source.endS is not None:
         where += f" {_clock(source.startS)}-{_clock(source.endS)}"
-    return where
+    return where.strip() or None
 
 
 def _clock(seconds: float) -> str:
@@ -67,19 +73,19 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{rest:02d}"
 
 
-def _hit(h: SearchHitOut, byline: bool) -> str:
+def _hit(h: SearchHitOut, byline: bool, scored: bool, named: set[str]) -> str:
     meta = [short_id(h.id)]
-    if h.similarity is not None:
-        meta.append(f"{h.similarity:.2f}".removeprefix("0"))
+    if scored:  # the score results are ranked by, so the numbers fall as the lines go down
+        meta.append(f"{h.score:.2f}".removeprefix("0"))
     if h.version:
         meta.append(f"v{h.version}")
     if h.category:
         meta.append(f"#{h.category}")
-    if where := _where(h.documentId, h.source):
+    if where := _where(h.documentId, h.source, named):
         meta.append(f"[{where}]")
     if byline:
         meta.append(f"({_byline(h.createdBy, h.createdAt)})")
-    return ("" if h.matching else "~") + " ".join(meta) + " " + _quote(h.content)
+    return " ".join(meta) + " " + _quote(h.content)
 
 
 def _memory(m: MemoryOut, byline: bool = True) -> str:
@@ -124,27 +130,28 @@ def profile(p: ProfileOut, notice: bool = True) -> str:
 
 
 def search(r: SearchOut) -> str:
-    """The results, best first; those below the relevance floor are marked ``~`` (or, when nothing
-    clears it, introduced as the closest there is)."""
+    """The results above the relevance floor, best first, as many as the token budget holds; how
+    many more there are is said, not printed."""
     lines = [PROVENANCE_NOTICE]
     if r.fallback:
         lines.append(f"Note: {r.fallback}")
     shared = _shared_byline(r.results)
-    legend = "id similarity > text" if r.results and r.results[0].similarity is not None else "id > text"
+    # The score orders every search but a category listing (where it is the same for all).
+    scored = bool(r.results) and bool({"semantic", "fulltext", "keyword"} & set(r.modes))
+    legend = "id score > text" if scored else "id > text"
     if shared:
         legend += f"; all by {shared}"
     if not r.results:
         lines.append(f"No memory in space '{r.space}' matches.")
-    elif r.matching == 0:
-        lines.append(f"No memory in space '{r.space}' matches well; the {r.count} closest ({legend}):")
-    elif r.matching < r.count:
-        lines.append(
-            f"{_plural(r.matching, 'matching memory')} and {r.count - r.matching} weaker (~) "
-            f"in space '{r.space}' ({legend}):"
-        )
     else:
         lines.append(f"{_plural(r.count, 'matching memory')} in space '{r.space}' ({legend}):")
-    lines += [_hit(h, byline=shared is None) for h in r.results]
+    named: set[str] = set()  # documents an earlier line named: later pieces of one give their page only
+    lines += [_hit(h, byline=shared is None, scored=scored, named=named) for h in r.results]
+    if r.matching > r.count:
+        lines.append(
+            f"{_plural(r.matching - r.count, 'more matching memory')} not shown (over the token budget: raise maxTokens "
+            "or narrow the search)."
+        )
     if r.profile is not None:
         lines += _profile_lines(r.profile, beside_results=True)
     return "\n".join(lines)
@@ -163,7 +170,7 @@ def add(r: AddOut) -> str:
         lines.append("Previous version (kept as history):")
         lines.append(_memory(r.superseded))
     if r.candidates:
-        lines.append("Candidates (nothing was forgotten; repeat with the exact text or the id):")
+        lines.append("Candidates (nothing was forgotten; repeat with memoryId set to one of these ids):")
         lines += [_memory(m) for m in r.candidates]
     if r.memory is not None or r.candidates:
         lines.insert(0, PROVENANCE_NOTICE)

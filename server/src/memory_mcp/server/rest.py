@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from memory_mcp.store import validation
 
@@ -53,15 +54,38 @@ class SaveIn(BaseModel):
     ]
     category: Annotated[str | None, Field(max_length=validation.MAX_CATEGORY), Storable] = None
     containerTag: OptionalSpaceKey = None
+    memoryId: Annotated[
+        str | None,
+        Field(
+            description="Id or short id of the memory this content is the next version of",
+            max_length=validation.MAX_MEMORY_ID,
+        ),
+        Storable,
+    ] = None
 
 
 class ForgetIn(BaseModel):
     content: Annotated[
-        str,
-        Field(description="The memory (text or id) to forget", max_length=validation.MAX_CONTENT),
-        MemoryText,
-    ]
+        Annotated[str, MemoryText] | None,
+        Field(
+            description="The memory (text or id) to forget: acts only on one clear match",
+            max_length=validation.MAX_CONTENT,
+        ),
+    ] = None
+    memoryId: Annotated[
+        str | None,
+        Field(
+            description="Id or short id of exactly the memory to forget", max_length=validation.MAX_MEMORY_ID
+        ),
+        Storable,
+    ] = None
     containerTag: OptionalSpaceKey = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ForgetIn:
+        if self.content is None and self.memoryId is None:
+            raise PydanticCustomError("forget_target", "give content or memoryId")
+        return self
 
 
 class SelectIn(BaseModel):
@@ -118,20 +142,22 @@ def build_router(service: MemoryService) -> APIRouter:
     async def save(body: SaveIn, c: Auth) -> AddOut:
         """Save a memory.
 
-        Exact duplicates return the existing memory; a restatement of a memory becomes its new version.
+        Exact duplicates return the existing memory; a restatement of a memory, or content given with
+        the `memoryId` of one, becomes its new version.
         Content over 2,000 characters becomes one document of several memories. Content carrying a
         credential is refused (422) before anything is stored.
         """
-        return await service.add(c, body.content, "save", body.category, body.containerTag)
+        return await service.add(c, body.content, "save", body.category, body.containerTag, body.memoryId)
 
     @router.post("/memories/forget", response_model=AddOut, response_model_exclude_none=True)
     async def forget(body: ForgetIn, c: Auth) -> AddOut:
-        """Forget a memory, by its id (or short id) or by its text.
+        """Forget a memory: exactly `memoryId` (an id or short id), or what `content` names.
 
-        Forgetting is soft: history is kept. A text that matches several memories forgets nothing and
-        lists the candidates.
+        Forgetting is soft: history is kept. A text forgets only one clear match (its exact text, or
+        a close restatement of one memory); anything else forgets nothing and lists the candidates
+        with their ids.
         """
-        return await service.add(c, body.content, "forget", None, body.containerTag)
+        return await service.add(c, body.content or "", "forget", None, body.containerTag, body.memoryId)
 
     @router.get("/search", response_model=SearchOut, response_model_exclude_none=True)
     async def search(
@@ -142,14 +168,20 @@ def build_router(service: MemoryService) -> APIRouter:
         includeProfile: bool = True,
         containerTag: Tag = None,
         limit: LimitQ = 10,
+        maxTokens: Annotated[
+            int, Query(ge=validation.MIN_ANSWER_TOKENS, le=validation.MAX_ANSWER_TOKENS)
+        ] = validation.DEFAULT_ANSWER_TOKENS,
     ) -> SearchOut:
         """Search memories.
 
         `query` searches by meaning and words (hybrid), `keyword` matches a literal substring, `category`
         filters; at least one is needed. With `includeProfile` the answer adds the space's profile
-        (stable facts and recent memories). Results are in score order.
+        (stable facts and recent memories). Results are in score order; those under the relevance
+        floor are dropped, and those beyond the `maxTokens` budget are counted in `more`.
         """
-        return await service.search(c, query, keyword, category, includeProfile, containerTag, limit)
+        return await service.search(
+            c, query, keyword, category, includeProfile, containerTag, limit, maxTokens
+        )
 
     @router.get("/documents", response_model=DocumentsOut, response_model_exclude_none=True)
     async def documents(
@@ -157,8 +189,8 @@ def build_router(service: MemoryService) -> APIRouter:
     ) -> DocumentsOut:
         """List documents, newest first.
 
-        Documents are the sources memories came from: saved text and uploaded files, with their type,
-        status and summary.
+        Documents are the sources memories came from: uploaded files and long saved texts (a memory
+        saved on its own is not one), with their type, status and summary.
         """
         return await service.list_documents(c, page, limit, containerTag)
 
@@ -168,7 +200,8 @@ def build_router(service: MemoryService) -> APIRouter:
     async def document(document_id: str, c: Auth, page: PageQ = 1) -> DocumentDetailOut:
         """One document: metadata, summary and content.
 
-        The content comes in pages (`page`); `documentId` may be a full id or its 8-character short id.
+        The content comes in pages (`page`); `documentId` may be a full id or its 8-character short id,
+        or the id or short id of a memory (its source document).
         """
         return await service.get_document(c, document_id, page)
 

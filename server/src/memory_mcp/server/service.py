@@ -16,6 +16,7 @@ from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
 from memory_mcp.store import (
     documents,
     identity,
+    lean,
     memories,
     oauth,
     oauth_keys,
@@ -29,6 +30,7 @@ from memory_mcp.store import (
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import RateLimited, SecretRefused, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
+from memory_mcp.store.search import SearchHit
 from memory_mcp.store.secrets import find_secret
 
 from .bearer import Resource
@@ -187,8 +189,12 @@ class MemoryService:
         include_profile: bool = True,
         container_tag: str | None = None,
         limit: int = 10,
+        max_tokens: int = validation.DEFAULT_ANSWER_TOKENS,
     ) -> SearchOut:
+        """Ranked memories above the relevance floor, as many as ``max_tokens`` holds (the rest
+        counted in ``more``), long pieces by their matching passage, and the profile."""
         ctx = identity.resolve_space(caller, container_tag)
+        max_tokens = validation.answer_tokens(max_tokens)
         # Checked before the query is embedded (the store checks the same again).
         query = validation.optional_text(query, "query", validation.MAX_QUERY)
         keyword = validation.optional_text(keyword, "keyword", validation.MAX_KEYWORD)
@@ -206,34 +212,42 @@ class MemoryService:
         )
         for mode in result.modes:
             metrics.SEARCHES.labels(mode=mode).inc()
-        self.recalls.add(ctx.space.id, [h.memory.id for h in result.hits])
-        hits = [
-            SearchHitOut(
-                id=str(h.memory.id),
-                content=h.memory.content,
-                similarity=h.similarity,
-                score=h.score,
-                matching=h.matching,
-                category=h.memory.category,
-                version=h.memory.version if h.memory.version > 1 else None,
-                documentId=str(h.memory.document_id),
-                source=SourceOut.of(h.memory),
-                createdAt=h.memory.created_at,
-                createdBy=h.memory.created_by,
-            )
-            for h in result.hits
-        ]
+        relevant = lean.relevant(result.hits, has_query=query is not None)
+        hits = [self._hit(h, query, keyword) for h in relevant]
+        reserved = self.settings.profile_token_budget if include_profile else 0
+        costs = [lean.estimate_tokens(h.content) + lean.LINE_TOKENS for h in hits]
+        shown = lean.within_budget(costs, max_tokens - reserved - lean.HEADER_TOKENS)
+        self.recalls.add(ctx.space.id, [h.memory.id for h in relevant[:shown]])
         out = SearchOut(
             space=ctx.space.key,
-            results=hits,
-            count=len(hits),
-            matching=result.matching,
+            results=hits[:shown],
+            count=shown,
+            matching=len(hits),
             modes=list(result.modes),
             fallback=result.fallback,
         )
         if include_profile:
-            out.profile = await self._profile(ctx, exclude=[h.memory.id for h in result.hits])
+            out.profile = await self._profile(ctx, exclude=[h.memory.id for h in relevant[:shown]])
         return out
+
+    @staticmethod
+    def _hit(h: SearchHit, query: str | None, keyword: str | None) -> SearchHitOut:
+        """A result as shown: a piece of a longer document by its matching passage."""
+        source = SourceOut.of(h.memory)
+        found = lean.passage(h.memory.content, query, keyword) if source is not None else None
+        return SearchHitOut(
+            id=str(h.memory.id),
+            content=found.text if found else h.memory.content,
+            similarity=h.similarity,
+            score=h.score,
+            matching=h.matching,
+            category=h.memory.category,
+            version=h.memory.version if h.memory.version > 1 else None,
+            documentId=str(h.memory.document_id),
+            source=source,
+            createdAt=h.memory.created_at,
+            createdBy=h.memory.created_by,
+        )
 
     async def _profile(self, ctx: SpaceContext, exclude: list[uuid.UUID] | None = None) -> ProfileOut:
         p = await profile.build_profile(self.db, ctx, self.settings.profile_token_budget, exclude or ())
@@ -254,18 +268,28 @@ class MemoryService:
         action: Literal["save", "forget"] = "save",
         category: str | None = None,
         container_tag: str | None = None,
+        memory_id: str | None = None,
     ) -> AddOut:
+        """Save ``content`` (as the next version of ``memory_id`` when given), or forget a memory:
+        exactly ``memory_id`` when given, else the one ``content`` clearly designates."""
         ctx = identity.resolve_space(caller, container_tag)
         # The store checks again; checking here first refuses before any embedding work is spent.
         memories.require_write(ctx)
         if action == "forget":
-            return await self._forget(ctx, content)
+            return await self._forget(ctx, content, memory_id)
         if action != "save":
             raise ValidationError("action", "must be 'save' or 'forget'")
-        return await self._save(ctx, content, category)
+        return await self._save(ctx, content, category, memory_id)
 
-    async def _save(self, ctx: SpaceContext, content: str, category: str | None) -> AddOut:
+    async def _save(
+        self, ctx: SpaceContext, content: str, category: str | None, memory_id: str | None = None
+    ) -> AddOut:
         if isinstance(content, str) and len(content.strip()) > validation.MAX_CONTENT:
+            if memory_id is not None:
+                raise ValidationError(
+                    "content",
+                    f"a new version of a memory is one memory: at most {validation.MAX_CONTENT} characters",
+                )
             return await self._save_document(ctx, content, category)
         try:
             # Refused input costs microseconds, not a forward pass.
@@ -273,9 +297,17 @@ class MemoryService:
         except SecretRefused as exc:
             metrics.SECRET_REFUSALS.labels(kind=exc.kind).inc()
             raise
+        previous = await memories.find_memory(self.db, ctx, memory_id) if memory_id is not None else None
         vector, reason = await self._embed(content, query=False)
         result = await memories.save_memory(
-            self.db, ctx, content, category, vector, supersede_threshold=self.settings.supersede_threshold
+            self.db,
+            ctx,
+            content,
+            category,
+            vector,
+            # Named explicitly, the memory is replaced whatever its likeness; otherwise only a near twin.
+            supersede_threshold=None if previous else self.settings.supersede_threshold,
+            supersedes_id=previous.id if previous else None,
         )
         memory = MemoryOut.of(result.memory)
         if result.proposed:
@@ -330,11 +362,12 @@ class MemoryService:
             embedded=embedded,
         )
 
-    async def _forget(self, ctx: SpaceContext, content: str) -> AddOut:
-        content = validation.content(content)
+    async def _forget(self, ctx: SpaceContext, content: str, memory_id: str | None = None) -> AddOut:
         vector = None
-        if memories.id_range(content) is None:  # an id needs no meaning
-            vector = (await self._embed(content, query=True))[0]
+        if memory_id is None:
+            content = validation.content(content)
+            if memories.id_range(content) is None:  # an id needs no meaning
+                vector = (await self._embed(content, query=True))[0]
         result = await memories.forget_memory(
             self.db,
             ctx,
@@ -342,6 +375,7 @@ class MemoryService:
             vector,
             threshold=self.settings.forget_threshold,
             margin=self.settings.forget_margin,
+            memory_id=memory_id,
         )
         if result.forgotten is not None and result.proposed:
             if not result.already:
@@ -371,8 +405,8 @@ class MemoryService:
                 action="forget",
                 status="ambiguous",
                 space=ctx.space.key,
-                message=f"Nothing was forgotten: {len(result.candidates)} memories in space '{ctx.space.key}' "
-                "match and none clearly best.",
+                message=f"Nothing was forgotten: no memory in space '{ctx.space.key}' is clearly the one meant; "
+                f"{len(result.candidates)} candidate(s) below. Forget one by its memoryId.",
                 candidates=[MemoryOut.of(m) for m in result.candidates],
             )
         return AddOut(

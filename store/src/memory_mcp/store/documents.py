@@ -1,7 +1,7 @@
 """Documents: list and read them (content in pages), bring in files and long texts, forget them.
 
-A document is a source; its memories are the searchable pieces taken from it. A saved memory is
-a document of one memory (memories.py). A long text or an uploaded file is split into many; all
+A document is a source; its memories are the searchable pieces taken from it. A memory saved on
+its own keeps a record of its own here (``source = 'memory'``, memories.py), which is not listed. A long text or an uploaded file is split into many; all
 of them become visible in one transaction, so a search never sees half a document.
 """
 
@@ -65,18 +65,25 @@ class Contents:
 # --- reading --------------------------------------------------------------------------------------
 
 
+# What lists and counts as a document: an upload or a long text. A memory saved on its own keeps
+# a row of its own in ``documents`` (``source = 'memory'``: where its text came from, read back by
+# getDocument with the memory's document id), but it is that memory, not a document to browse.
+LISTED = "d.source <> 'memory'"
+
+
 async def list_documents(db: Database, ctx: SpaceContext, page: int = 1, limit: int = 10) -> Page[Document]:
-    """The space's documents, newest first (forgotten ones too, marked so)."""
+    """The space's documents (uploads and long texts), newest first (forgotten ones too, marked so)."""
     page, limit = validation.paging(page, limit)
     async with db.transaction([ctx.space.id]) as conn:
         total = (
             await conn.execute(
-                text("SELECT count(*) FROM documents WHERE space_id = :s"), {"s": ctx.space.id}
+                text(f"SELECT count(*) FROM documents d WHERE d.space_id = :s AND {LISTED}"),
+                {"s": ctx.space.id},
             )
         ).scalar_one()
         rows = await conn.execute(
             text(
-                f"SELECT {DOCUMENT_COLS} {DOCUMENT_FROM} WHERE d.space_id = :s "
+                f"SELECT {DOCUMENT_COLS} {DOCUMENT_FROM} WHERE d.space_id = :s AND {LISTED} "
                 "ORDER BY d.created_at DESC, d.id LIMIT :l OFFSET :o"
             ),
             {"s": ctx.space.id, "l": limit, "o": (page - 1) * limit},
@@ -97,27 +104,45 @@ _PAGE_CONTENT = """
 
 
 async def _find(
-    conn: AsyncConnection, document_id: str | uuid.UUID, columns: str, params: dict[str, Any]
+    conn: AsyncConnection,
+    document_id: str | uuid.UUID,
+    columns: str,
+    params: dict[str, Any],
+    *,
+    by_memory: bool = False,
 ) -> Any:
+    """The one document an id or short id names; with ``by_memory``, a memory's id (or the short id
+    search and listMemories print) names the document it was taken from, too."""
     span = id_range(str(document_id))
-    lo, hi = span or (validation.parse_uuid(document_id, "documentId"),) * 2
+    lo, hi = span or (validation.parse_uuid(str(document_id).strip(), "documentId"),) * 2
     rows = (
         await conn.execute(
             text(f"SELECT {columns} {DOCUMENT_FROM} WHERE d.id BETWEEN :lo AND :hi LIMIT 2"),
             {"lo": lo, "hi": hi, **params},
         )
     ).all()
+    if not rows and by_memory:
+        rows = (
+            await conn.execute(
+                text(
+                    f"SELECT {columns} {DOCUMENT_FROM} WHERE d.id IN "
+                    "(SELECT m.document_id FROM memories m WHERE m.id BETWEEN :lo AND :hi) LIMIT 2"
+                ),
+                {"lo": lo, "hi": hi, **params},
+            )
+        ).all()
     if len(rows) != 1:  # none, or a short id that fits two documents
         raise NotFound("document", str(document_id))
     return rows[0]
 
 
 async def get_document(db: Database, caller: Caller, document_id: str | uuid.UUID, page: int = 1) -> Document:
-    """One document (by id or short id) from any space the key can read, with one page of its content
-    and the memories taken from that page; anything else is not found."""
+    """One document (by id or short id, or by the id or short id of a memory taken from it) from any
+    space the key can read, with one page of its content and the memories taken from that page;
+    anything else is not found."""
     page = validation.page_number(page)
     async with db.transaction(caller.readable_space_ids) as conn:
-        row = await _find(conn, document_id, f"{DOCUMENT_COLS}, {_PAGE_CONTENT}", {"p": page})
+        row = await _find(conn, document_id, f"{DOCUMENT_COLS}, {_PAGE_CONTENT}", {"p": page}, by_memory=True)
         if page > row.page_count:
             raise ValidationError("page", f"this document has {row.page_count} page(s)")
         memory_ids = (
@@ -149,7 +174,7 @@ async def _check_documents_quota(conn: AsyncConnection, ctx: SpaceContext, size:
         await conn.execute(
             text(
                 "SELECT s.key, s.max_memories, s.max_documents, s.max_bytes, "
-                "(SELECT count(*) FROM documents d WHERE d.space_id = s.id) AS documents, "
+                f"(SELECT count(*) FROM documents d WHERE d.space_id = s.id AND {LISTED}) AS documents, "
                 "CASE WHEN s.max_bytes IS NOT NULL THEN "
                 "(SELECT coalesce(sum(d.size_bytes), 0) FROM documents d WHERE d.space_id = s.id) END AS bytes "
                 "FROM spaces s WHERE s.id = :s"

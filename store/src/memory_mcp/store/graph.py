@@ -81,10 +81,11 @@ _MEMORIES = """
 """
 
 # Documents of the page's memories; the first page also shows the documents still being read (an
-# upload has no memories until it is done), so that a new upload is on the graph at once.
+# upload has no memories until it is done), so that a new upload is on the graph at once. A memory
+# saved on its own is no document (documents.LISTED): it is drawn alone.
 _DOCUMENTS = """
     (SELECT d.id, d.title, d.doc_type, d.status, d.summary, d.created_at
-     FROM documents d WHERE d.space_id = :s AND d.id = ANY(:docs))
+     FROM documents d WHERE d.space_id = :s AND d.id = ANY(:docs) AND d.source <> 'memory')
     UNION
     (SELECT d.id, d.title, d.doc_type, d.status, d.summary, d.created_at
      FROM documents d WHERE :first AND d.space_id = :s AND d.status <> 'done'
@@ -146,16 +147,20 @@ async def space_graph(
         space_key=ctx.space.key,
         documents=documents,
         memories=memories,
-        edges=_edges(memories, related_pairs),
+        edges=_edges(memories, related_pairs, {d.id for d in documents}),
         page=page,
         limit=limit,
         total_memories=int(total),
     )
 
 
-def _edges(memories: list[GraphMemory], related: list[tuple[uuid.UUID, uuid.UUID, float]]) -> list[GraphEdge]:
+def _edges(
+    memories: list[GraphMemory],
+    related: list[tuple[uuid.UUID, uuid.UUID, float]],
+    drawn_documents: set[uuid.UUID],
+) -> list[GraphEdge]:
     on_page = {m.id for m in memories}
-    edges = [GraphEdge(m.id, m.document_id, "source") for m in memories]
+    edges = [GraphEdge(m.id, m.document_id, "source") for m in memories if m.document_id in drawn_documents]
     edges += [
         GraphEdge(m.supersedes_id, m.id, "version")
         for m in memories

@@ -201,7 +201,8 @@ async def list_spaces(db: Database, caller: Caller) -> list[SpaceSummary]:
                 text(
                     """
                     SELECT s.id,
-                      (SELECT count(*) FROM documents d WHERE d.space_id = s.id) AS documents,
+                      (SELECT count(*) FROM documents d WHERE d.space_id = s.id AND d.source <> 'memory')
+                        AS documents,
                       (SELECT count(*) FROM memories m
                         WHERE m.space_id = s.id AND m.is_latest AND m.forgotten_at IS NULL) AS memories,
                       GREATEST((SELECT max(updated_at) FROM documents d WHERE d.space_id = s.id),

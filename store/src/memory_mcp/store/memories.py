@@ -188,6 +188,7 @@ PROPOSED = "m.review = 'proposed'"
 # (or, under Review, a pending proposal of it), the nearest live memory by meaning (a restatement
 # candidate) and the space's write policy and quotas with the counts they limit (counted only when
 # a quota is set). Pending proposals count against maxMemories: accepting one adds nothing.
+# maxDocuments counts documents (uploads and long texts), which a save does not add to.
 _BEFORE_SAVE_SQL = f"""
     SELECT
       (SELECT m.id FROM memories m WHERE m.space_id = :s AND m.content_hash = :h AND {LIVE}) AS duplicate,
@@ -199,7 +200,7 @@ _BEFORE_SAVE_SQL = f"""
       CASE WHEN s.max_memories IS NOT NULL THEN
         (SELECT count(*) FROM memories m WHERE m.space_id = :s AND ({LIVE} OR {PROPOSED})) END AS memories,
       CASE WHEN s.max_documents IS NOT NULL THEN
-        (SELECT count(*) FROM documents d WHERE d.space_id = :s) END AS documents,
+        (SELECT count(*) FROM documents d WHERE d.space_id = :s AND d.source <> 'memory') END AS documents,
       CASE WHEN s.max_bytes IS NOT NULL THEN
         (SELECT coalesce(sum(d.size_bytes), 0) FROM documents d WHERE d.space_id = :s) END AS bytes
     FROM spaces s
@@ -297,7 +298,8 @@ async def save_memory(
                     existing = await _fetch_memory(conn, "m.id = :id", {"id": existing_id})
                     assert existing is not None
                     return SaveResult(existing, created=False, proposed=existing.review == "proposed")
-                check_quota(before, len(content.encode()))
+                # A memory saved on its own is no document: maxDocuments counts uploads and long texts.
+                check_quota(before, len(content.encode()), new_documents=0)
                 old_id = supersedes_id
                 if old_id is None and supersede_threshold is not None and before.near_id is not None:
                     old_id = before.near_id if before.near_similarity >= supersede_threshold else None
@@ -424,19 +426,31 @@ async def forget_memory(
     *,
     threshold: float = 0.75,
     margin: float = 0.05,
+    memory_id: str | uuid.UUID | None = None,
 ) -> ForgetResult:
-    """Soft-forget the memory ``content`` designates: its id (or short id), its exact text, or a clear
-    best match.
+    """Soft-forget exactly ``memory_id`` (an id or short id) when it is given; otherwise the memory
+    ``content`` designates: its id (or short id), its exact text, or one clear match.
 
-    Ambiguity forgets nothing and returns the candidates. History is kept; ``updatedBy`` records who.
-    Forgetting is idempotent: of concurrent forgets of one memory exactly one forgets it (and writes
-    the audit event); the others are told it was forgotten already.
+    A clear match is a text of at least ``validation.MIN_FORGET_WORDS`` words that resembles one
+    memory as a whole (meaning or trigram similarity at least ``threshold``, ``margin`` ahead of the
+    next): a fragment such as one word found inside a memory is no match. Anything less forgets
+    nothing and returns the candidates. History is kept; ``updatedBy`` records who. Forgetting is
+    idempotent: of concurrent forgets of one memory exactly one forgets it (and writes the audit
+    event); the others are told it was forgotten already.
     """
-    content = validation.content(content)
+    if memory_id is None:
+        content = validation.content(content)
     require_write(ctx)
     space_id = ctx.space.id
     async with db.transaction([space_id]) as conn:
-        targets = await _forget_targets(conn, space_id, content)
+        if memory_id is not None:
+            targets = await _by_id(conn, space_id, str(memory_id))
+            if targets is None:
+                raise ValidationError("memoryId", "must be a memory id or its 8-character short id")
+            if not targets:
+                raise NotFound("memory", str(memory_id))
+        else:
+            targets = await _forget_targets(conn, space_id, content)
         if len(targets) > 1:
             return ForgetResult(forgotten=None, candidates=tuple(targets[:5]))
         target = targets[0] if targets else None
@@ -446,7 +460,11 @@ async def forget_memory(
                 return ForgetResult(forgotten=None)
             best, best_score = candidates[0]
             runner_up = candidates[1][1] if len(candidates) > 1 else 0.0
-            if best_score < threshold or best_score - runner_up < margin:
+            if (
+                len(content.split()) < validation.MIN_FORGET_WORDS
+                or best_score < threshold
+                or best_score - runner_up < margin
+            ):
                 return ForgetResult(forgotten=None, candidates=tuple(m for m, _ in candidates[:5]))
             target = best
         if ctx.space.write_policy == "Review" and target.forgotten_at is None:
@@ -514,33 +532,55 @@ async def _propose_forget(conn: AsyncConnection, ctx: SpaceContext, target: Memo
     return ForgetResult(forgotten=proposed, already=changed is None, proposed=True)
 
 
+async def _by_id(conn: AsyncConnection, space_id: uuid.UUID, value: str) -> list[Memory] | None:
+    """The latest version(s) a memory id or short id names in the space (a short id may fit
+    several, newest first); None when ``value`` is neither form.
+
+    An id finds its memory whether or not it was forgotten already (so a repeated forget says so).
+    """
+    span = id_range(value)
+    if span is None:
+        try:
+            memory_id = uuid.UUID(value.strip())
+        except ValueError:
+            return None
+        span = (memory_id, memory_id)
+    return await _fetch_memories(
+        conn,
+        "m.id BETWEEN :lo AND :hi AND m.space_id = :s AND m.is_latest ORDER BY m.created_at DESC LIMIT 6",
+        {"lo": span[0], "hi": span[1], "s": space_id},
+    )
+
+
+async def find_memory(db: Database, ctx: SpaceContext, memory_id: str | uuid.UUID) -> Memory:
+    """The one live memory ``memory_id`` (an id or its short id) names in the space: what a save
+    with ``memoryId`` makes a new version of."""
+    async with db.transaction([ctx.space.id]) as conn:
+        found = await _by_id(conn, ctx.space.id, str(memory_id))
+    if found is None:
+        raise ValidationError("memoryId", "must be a memory id or its 8-character short id")
+    live = [m for m in found if m.forgotten_at is None]
+    if not live:
+        raise NotFound("memory", str(memory_id))
+    if len(live) > 1:
+        raise ValidationError(
+            "memoryId",
+            f"the short id fits {len(live)} memories ({', '.join(str(m.id) for m in live)}): give the full id",
+        )
+    return live[0]
+
+
 async def _forget_targets(conn: AsyncConnection, space_id: uuid.UUID, content: str) -> list[Memory]:
     """Unambiguous targets: a memory id or short id (one memory, or the several a short id fits), or
     the exact text of a live memory. Empty when ``content`` is none of these.
 
-    An id finds its memory whether or not it was forgotten already (so a repeated forget says so);
-    an id of no memory of this space is not found, like a memory of another space.
+    A full id of no memory of this space is not found, like a memory of another space.
     """
-    span = id_range(content)
-    try:
-        memory_id = uuid.UUID(content) if span is None else None
-    except ValueError:
-        memory_id = None
-    if memory_id is not None:
-        found = await _fetch_memory(
-            conn, "m.id = :id AND m.space_id = :s AND m.is_latest", {"id": memory_id, "s": space_id}
-        )
-        if found is None:
-            raise NotFound("memory", content)
-        return [found]
-    if span is not None:
-        found_all = await _fetch_memories(
-            conn,
-            "m.id BETWEEN :lo AND :hi AND m.space_id = :s AND m.is_latest ORDER BY m.created_at DESC",
-            {"lo": span[0], "hi": span[1], "s": space_id},
-        )
-        if found_all:
-            return found_all
+    by_id = await _by_id(conn, space_id, content)
+    if by_id:
+        return by_id
+    if by_id is not None and id_range(content) is None:
+        raise NotFound("memory", content)
     exact = await _fetch_memory(
         conn,
         f"m.space_id = :s AND m.content_hash = :h AND {LIVE}",
@@ -558,12 +598,13 @@ async def forget_candidates(
     if embedding is not None:
         params["e"] = HalfVector(embedding)
         vector_score = "COALESCE(1 - (m.embedding <=> CAST(:e AS halfvec)), 0)"
+    # Scored on the whole memory (meaning, trigram similarity), not on word similarity, which rates
+    # any fragment found inside a memory as a perfect match (a forget of "deploys" forgot one).
     rows = await conn.execute(
         text(
             f"""
             WITH scored AS (
-              SELECT m.id, GREATEST({vector_score}, word_similarity(:c, m.content),
-                                    similarity(:c, m.content)) AS score
+              SELECT m.id, GREATEST({vector_score}, similarity(:c, m.content)) AS score
               FROM memories m
               WHERE m.space_id = :s AND {LIVE}
                 AND (m.content % :c OR :c <% m.content

@@ -188,7 +188,8 @@ async def missing_spaces(db: Database, space_keys: Sequence[str]) -> list[str]:
 
 
 async def space_counts(db: Database, key: str) -> tuple[int, int] | None:
-    """(live memories, documents) of an attached space, or None when it is absent."""
+    """(live memories, documents) of an attached space, or None when it is absent. Documents are
+    uploads and long texts: a memory saved on its own is not one (documents.LISTED)."""
     space = await get_space(db, key)
     if space is None:
         return None
@@ -198,7 +199,7 @@ async def space_counts(db: Database, key: str) -> tuple[int, int] | None:
                 text(
                     "SELECT (SELECT count(*) FROM memories WHERE space_id = :id AND is_latest "
                     "AND forgotten_at IS NULL) AS memories, "
-                    "(SELECT count(*) FROM documents WHERE space_id = :id) AS documents"
+                    "(SELECT count(*) FROM documents WHERE space_id = :id AND source <> 'memory') AS documents"
                 ),
                 {"id": space.id},
             )

@@ -20,6 +20,11 @@ EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 CATEGORY_RE = re.compile(r"[\w][\w .:/-]*")
 
 MAX_CONTENT = 2000  # one memory (the text of add_memory and of a forget request)
+# A forget by text shorter than this acts only on an exact text or an id: a word or two names a
+# topic, not one memory (a forget of "deploys" forgot a memory that mentioned deploys).
+MIN_FORGET_WORDS = 3
+# The id forms add_memory's memoryId takes: a UUID, or the 8-character short id the tools print.
+MAX_MEMORY_ID = 36
 # add_memory content beyond MAX_CONTENT becomes one document of several memories, up to this.
 MAX_DOCUMENT_TEXT = 100_000
 # The text extracted from one uploaded file: about 2,500 pages, 2,500-5,000 memories (minutes of
@@ -37,6 +42,12 @@ MAX_CATEGORY = 64
 MAX_SPACE_KEY = 63  # a Kubernetes object name
 MAX_NAME = 200  # display names
 MAX_LIMIT = 50  # results per page or per search
+# Tokens (cl100k, estimated) one search answer may spend: results over it are counted, not shown.
+# 1,500 holds ten LoCoMo turns with the profile (about 840 tokens) and three whole 2,000-character
+# memories; a long document piece is shown by its matching passage (lean.PASSAGE_CHARS).
+DEFAULT_ANSWER_TOKENS = 1500
+MIN_ANSWER_TOKENS = 200
+MAX_ANSWER_TOKENS = 20_000
 # Pages beyond this are refused rather than passed on as an OFFSET: at the smallest page size it
 # still reaches the millionth memory (the largest space measured), and the offset stays far inside
 # PostgreSQL's bigint, which a page of 2**62 overflowed.
@@ -167,6 +178,18 @@ def result_limit(value: int, field: str = "limit") -> int:
     """A page size or search result count: an integer from 1 to :data:`MAX_LIMIT`."""
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
         raise ValidationError(field, f"must be an integer from 1 to {MAX_LIMIT}")
+    return value
+
+
+def answer_tokens(value: int, field: str = "maxTokens") -> int:
+    """A search answer's token budget: an integer from :data:`MIN_ANSWER_TOKENS` to
+    :data:`MAX_ANSWER_TOKENS`."""
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not MIN_ANSWER_TOKENS <= value <= MAX_ANSWER_TOKENS
+    ):
+        raise ValidationError(field, f"must be an integer from {MIN_ANSWER_TOKENS} to {MAX_ANSWER_TOKENS}")
     return value
 
 

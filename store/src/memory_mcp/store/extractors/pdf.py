@@ -28,7 +28,11 @@ _WORD_CHARS = re.compile(r"\w")
 # A line among the first or last EDGE_LINES of a page that recurs, its numbers aside, on at least
 # RUNNING_SHARE of the pages (and MIN_RUNNING_PAGES) is a running header or footer ("Shared
 # MIME-info Database", "Page 3 of 17", a bare page number): it says nothing about its page and
-# would be repeated in every memory, so it is left out.
+# would be repeated in every memory, so it is left out. So is one that runs through a part of the
+# document only, on RUNNING_SHARE of the pages from its first to its last (a chapter's header:
+# "Chapter 4: Function reference 12" began 15 of the 66 pieces of the libtasn1 manual), and, on
+# two pages already, one whose number differs on every page it is on (a short chapter's header
+# with its page number; a table's heading row repeated on the next page has no such number).
 EDGE_LINES = 2
 RUNNING_SHARE = 0.5
 MIN_RUNNING_PAGES = 3
@@ -129,11 +133,30 @@ def without_running_lines(sections: list[Section]) -> list[Section]:
     if len(sections) < MIN_RUNNING_PAGES:
         return sections
     seen: Counter[str] = Counter()
-    for section in sections:
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    numbers: dict[str, set[str]] = {}
+    for index, section in enumerate(sections):
         lines = section.text.split("\n")
-        seen.update({_running_key(line) for line in lines[:EDGE_LINES] + lines[-EDGE_LINES:] if line.strip()})
+        edges = {
+            _running_key(line): line for line in lines[:EDGE_LINES] + lines[-EDGE_LINES:] if line.strip()
+        }
+        seen.update(edges.keys())
+        for key, line in edges.items():
+            first.setdefault(key, index)
+            last[key] = index
+            numbers.setdefault(key, set()).add(" ".join(_NUMBERS.findall(line)))
     needed = max(MIN_RUNNING_PAGES, RUNNING_SHARE * len(sections))
-    running = {key for key, pages in seen.items() if pages >= needed}
+
+    def runs(key: str, pages: int) -> bool:
+        if pages >= needed:
+            return True
+        if pages < RUNNING_SHARE * (last[key] - first[key] + 1):
+            return False
+        numbered = "#" in key and len(numbers[key]) == pages
+        return pages >= MIN_RUNNING_PAGES or (pages >= 2 and numbered)
+
+    running = {key for key, pages in seen.items() if runs(key, pages)}
     if not running:
         return sections
     kept = []

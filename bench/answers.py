@@ -1,0 +1,167 @@
+"""How lean search answers are beside real documents: characters and cl100k tokens per answer.
+
+Files go into one space through the document pipeline (extraction, running headers left out,
+pieces, vectors); then questions the files cannot answer and questions they can are asked through
+the service, and each answer is rendered as the MCP tool renders it. Prints, per kind of question,
+the answer's characters and tokens, the results shown and how many more matched, and the tokens of
+the memory text the answer carries; and for each file how many pieces begin with the same line.
+
+With ``--locomo PATH``, LoCoMo dev conversations (``--conversations N``: the first N) are saved
+turn by turn first and their questions asked through the service too: hit@1/5/10 of what the
+answers show against the store's own top 10, and the answer's tokens against the memory text it
+carries (``includeProfile`` false, as over MCP in bench/locomo.py).
+
+    python -m bench.answers FILE...
+    python -m bench.answers /usr/share/doc/libtasn1-doc/libtasn1.pdf /usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf
+    python -m bench.answers --locomo locomo10.zip --conversations 2 FILE...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.common import bench_server, machine, writer_contexts
+from bench.locomo import Conversation, K, Scores, documents_of, embed_passages, load_locomo, select, tokenizer
+from memory_mcp.core.settings import Settings
+from memory_mcp.embedder.client import make_embedder
+from memory_mcp.server import render
+from memory_mcp.server.service import MemoryService
+from memory_mcp.store import documents, memories, search
+from memory_mcp.store import lean as lean_rules
+from memory_mcp.store.db import Database
+from memory_mcp.store.models import SpaceContext
+
+# Nothing in a manual of ASN.1 or of MIME types answers these.
+NO_MATCH = [
+    "What did Caroline paint last summer?",
+    "When is the team offsite in Lisbon?",
+    "quantum chromodynamics lattice gauge theory",
+    "Which restaurant did we book for the birthday dinner?",
+    "How many goals did the striker score in the final?",
+    "What is the recipe for grandmother's apple cake?",
+    "Who won the chess tournament in Oslo?",
+    "When does the swimming pool open on Sundays?",
+]
+# And these they do.
+MATCH = [
+    "How do I decode a DER encoded structure?",
+    "What does asn1_create_element return?",
+    "Where are the MIME type definitions installed?",
+    "How is a glob pattern given a weight?",
+    "Which utility parses an ASN.1 definitions file?",
+    "What does the magic element match?",
+]
+
+
+async def locomo(
+    service: MemoryService,
+    db: Database,
+    conversations: list[Conversation],
+    contexts: dict[str, SpaceContext],
+    enc: Any,
+) -> None:
+    """LoCoMo questions through the service: what lean answers cost in hit@k, and their tokens."""
+    store, lean = Scores("store top 10"), Scores("lean answers (service)")
+    floors = {f: Scores(f"floor: relative {f}") for f in (0.3, 0.5, 0.6)}  # the store's top 10, floored
+    shown: list[int] = []
+    for conv in conversations:
+        ctx = contexts[conv.space]
+        vectors = await embed_passages(service.embedder, [t.text for t in conv.turns])  # type: ignore[arg-type]
+        by_memory: dict[uuid.UUID, str] = {}
+        for turn, vector in zip(conv.turns, vectors, strict=True):
+            saved = await memories.save_memory(
+                db, ctx, turn.text, None, vector, supersede_threshold=service.settings.supersede_threshold
+            )
+            by_memory.setdefault(saved.memory.id, turn.dia_id)
+        by_id = {str(k): v for k, v in by_memory.items()}
+        sessions = {t.dia_id: t.session for t in conv.turns}
+        for q in conv.questions:
+            vector = await service.embedder.embed_query(q.text)  # type: ignore[union-attr]
+            ranked = await search.search_memories(db, ctx, q.text, query_embedding=vector, limit=K)
+            store.add([by_memory.get(h.memory.id, "?") for h in ranked.hits], q, sessions)
+            for floor, scores in floors.items():
+                kept = lean_rules.relevant(ranked.hits, has_query=True, relative_floor=floor)
+                scores.add([by_memory.get(h.memory.id, "?") for h in kept], q, sessions)
+            out = await service.search(
+                ctx.caller, query=q.text, include_profile=False, container_tag=conv.space, limit=K
+            )
+            lean.add([by_id.get(h.id, "?") for h in out.results], q, sessions)
+            lean.answer_tokens.append(len(enc.encode(render.search(out))))
+            lean.memory_tokens.append(sum(len(enc.encode(h.content)) for h in out.results))
+            shown.append(out.count)
+    print(f"LoCoMo dev, {', '.join(c.sample_id for c in conversations)}: {len(store.ranked)} questions")
+    for scores in (store, lean, *floors.values()):
+        print(
+            f"  {scores.name:<24} hit@1 {scores.hit(1):.3f} hit@5 {scores.hit(5):.3f} hit@10 {scores.hit(10):.3f}"
+        )
+    ratio = sum(lean.answer_tokens) / max(1, sum(lean.memory_tokens))
+    print(
+        f"  answers: {statistics.mean(shown):.1f} results shown on average; tokens mean "
+        f"{statistics.mean(lean.answer_tokens):.0f}, max {max(lean.answer_tokens)}; memory text mean "
+        f"{statistics.mean(lean.memory_tokens):.0f} (answer x{ratio:.2f} of it)"
+    )
+
+
+async def run(paths: list[Path], locomo_path: Path | None = None, first: int = 0) -> None:
+    settings = Settings(embedder="local")
+    print(f"machine: {machine()}")
+    enc = tokenizer()
+    embedder = await make_embedder(settings)
+    contents = await documents_of(embedder, paths)
+    for path, c in zip(paths, contents, strict=True):
+        firsts = Counter(p.text.split("\n", 1)[0] for p in c.pieces)
+        line, count = firsts.most_common(1)[0]
+        print(
+            f"{path.name}: {len(c.pieces)} pieces; the most common first line begins {count} ({line[:50]!r})"
+        )
+    with bench_server() as server:
+        db = Database(server.database("answers").app_url, pool_size=2)
+        try:
+            service = MemoryService(db, embedder, settings)
+            conversations = select(load_locomo(locomo_path), "dev", first) if locomo_path else []
+            contexts = await writer_contexts(db, ["uploads", *(c.space for c in conversations)])
+            if conversations:
+                await locomo(service, db, conversations, contexts, enc)
+            ctx = contexts["uploads"]
+            for c in contents:
+                await documents.save_text(db, ctx, None, c)
+            for kind, questions in (("no match", NO_MATCH), ("match", MATCH)):
+                chars, tokens, shown, more, carried = [], [], [], [], []
+                for question in questions:
+                    out = await service.search(ctx.caller, query=question, container_tag="uploads")
+                    text = render.search(out)
+                    chars.append(len(text))
+                    tokens.append(len(enc.encode(text)))
+                    shown.append(out.count)
+                    more.append(out.matching - out.count)
+                    carried.append(sum(len(enc.encode(h.content)) for h in out.results))
+                ratio = sum(tokens) / max(1, sum(carried))
+                print(
+                    f"{kind}: {len(questions)} questions; answer characters mean {statistics.mean(chars):.0f} "
+                    f"max {max(chars)}; tokens mean {statistics.mean(tokens):.0f} max {max(tokens)}; "
+                    f"results shown mean {statistics.mean(shown):.1f}, more not shown {sum(more)}; "
+                    f"memory text carried {sum(carried)} tokens (answer x{ratio:.2f} of it)"
+                )
+        finally:
+            await db.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--locomo", type=Path, help="locomo10.zip: also ask its dev questions")
+    parser.add_argument("--conversations", type=int, default=0, help="only the first N dev conversations")
+    args = parser.parse_args()
+    asyncio.run(run(args.files, args.locomo, args.conversations))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Search answers stay lean over MCP: a floor, a token budget, passages, and numbers in order."""
+
+from __future__ import annotations
+
+import re
+
+import bpe_openai
+
+from tests.server.conftest import RunningServer, mcp_session
+from tests.server.test_documents_rest import client, docs_server, finished, upload, writer_key
+
+__all__ = ["docs_server"]  # the fixture, used by name
+
+ENC = bpe_openai.get_encoding("cl100k_base")
+
+BILLING = "\n\n".join(
+    f"## Billing step {n}\n\n"
+    + " ".join(
+        f"Invoice batch {n}-{i} is reconciled against the ledger before the charge run starts."
+        for i in range(14)
+    )
+    + (" The ledger worker writes its checkpoints to the table ledger_checkpoints." if n == 3 else "")
+    + " ".join(f" Refunds of batch {n}-{i} wait for the finance review." for i in range(6))
+    for n in range(6)
+)
+TRAVEL = "\n\n".join(
+    f"## Travel rule {n}\n\n"
+    + " ".join(
+        f"Trips of type {n}-{i} are booked second class and approved by the team lead." for i in range(16)
+    )
+    for n in range(6)
+)
+
+
+async def test_answers_drop_weak_results_keep_a_budget_and_show_passages(docs_server: RunningServer) -> None:
+    key = await writer_key(docs_server)
+    async with client(docs_server, key) as http:
+        for name, text in (("billing.md", BILLING), ("travel.md", TRAVEL)):
+            queued = await upload(http, name, text.encode())
+            assert (await finished(http, queued.json()["id"]))["status"] == "done"
+    async with mcp_session(docs_server, key) as s:
+        # Nothing in the space is about this: the answer says so, in a few lines, with no "closest".
+        nothing = await s.call("search_memory", query="quantum chromodynamics lattice gauge theory")
+        text = nothing.content[0].text  # type: ignore[union-attr]
+        assert nothing.structured_content is not None
+        assert nothing.structured_content["results"] == [] and nothing.structured_content["matching"] == 0
+        assert "No memory in space 'docs' matches." in text and len(text) <= 1000, len(text)
+
+        # A long piece is shown by the passage that matches, not whole.
+        found = await s.ok("search_memory", query="Which table holds the ledger worker checkpoints?")
+        top = found["results"][0]
+        assert "ledger_checkpoints" in top["content"] and "…" in top["content"]
+        assert len(top["content"]) <= 500 and top["source"]["charEnd"] - top["source"]["charStart"] > 1000
+
+        # The budget: results beyond it are counted, not printed, and the answer stays within it.
+        wide = await s.call("search_memory", query="invoice batch ledger charge run", limit=20, maxTokens=300)
+        wide_text = wide.content[0].text  # type: ignore[union-attr]
+        assert wide.structured_content is not None
+        more = wide.structured_content["matching"] - wide.structured_content["count"]
+        assert more > 0 and wide.structured_content["count"] >= 1
+        assert f"{more} more matching memor" in wide_text and "maxTokens" in wide_text
+        assert len(ENC.encode(wide_text)) <= 300 * 1.1
+        roomy = await s.call(
+            "search_memory", query="invoice batch ledger charge run", limit=20, maxTokens=5000
+        )
+        assert roomy.structured_content is not None
+        assert roomy.structured_content["count"] > wide.structured_content["count"]
+
+        # The numbers shown fall as the lines go down (they are the scores the order follows).
+        roomy_text = roomy.content[0].text  # type: ignore[union-attr]
+        shown = [float(n) for n in re.findall(r"^[0-9a-f]{8} (\d*\.\d\d) ", roomy_text, re.M)]
+        assert len(shown) > 2 and shown == sorted(shown, reverse=True)
+        # A document is named once; its later pieces do not repeat it.
+        assert roomy_text.count("[doc ") <= 2 < len(shown)
+        assert "maxTokens: must be at least 200" in await s.error("search_memory", query="x", maxTokens=10)
+
+
+async def test_a_search_with_no_match_over_rest_lists_nothing(docs_server: RunningServer) -> None:
+    key = await writer_key(docs_server)
+    async with client(docs_server, key) as http:
+        await http.post("/v1/memories", json={"content": "The coffee machine is descaled every Monday."})
+        empty = (
+            await http.get("/v1/search", params={"query": "quantum chromodynamics lattice gauge"})
+        ).json()
+        assert empty["results"] == [] and empty["matching"] == 0
+        hit = (await http.get("/v1/search", params={"query": "When is the coffee machine descaled?"})).json()
+        assert [r["content"] for r in hit["results"]] == ["The coffee machine is descaled every Monday."]
+        bad = await http.get("/v1/search", params={"query": "coffee", "maxTokens": 50_000})
+        assert bad.status_code == 422 and bad.json()["field"] == "maxTokens"
