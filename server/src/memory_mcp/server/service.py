@@ -13,6 +13,7 @@ from typing import Literal
 from memory_mcp.core import metrics
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
+from memory_mcp.embedder.static import StaticModel
 from memory_mcp.store import (
     documents,
     identity,
@@ -80,6 +81,9 @@ class MemoryService:
         self.settings = settings
         self.recalls = RecallLog()
         self.search_params = settings.search_params()
+        # The static model (search's third signal), set once it is loaded or distilled (app.py);
+        # until then saves go without its vector (the backfill adds it) and search uses two signals.
+        self.static: StaticModel | None = None
 
     async def authenticate(self, token: str | None) -> Caller:
         """The verified caller, with one request spent from its key's rate limit (if it has one)."""
@@ -106,6 +110,10 @@ class MemoryService:
         except (EmbedderUnavailable, TimeoutError) as exc:
             log.warning("embedding failed: %s", exc)
             return None, f"embedder unavailable ({exc.__class__.__name__})"
+
+    def _static_vector(self, text: str) -> list[float] | None:
+        """The static model's vector of one text (about 0.1 ms: no thread), or None until it is loaded."""
+        return None if self.static is None else self.static.vectors([text])[0]
 
     # --- tools ------------------------------------------------------------------------------------
 
@@ -169,7 +177,16 @@ class MemoryService:
                 fallback = f"semantic search unavailable: {reason}; results come from full-text search only"
                 metrics.SEARCH_FALLBACKS.labels(reason="embedder_unavailable").inc()
         result = await search.search_memories(
-            self.db, ctx, query, keyword, category, vector, limit, self.search_params, fallback
+            self.db,
+            ctx,
+            query,
+            keyword,
+            category,
+            vector,
+            limit,
+            self.search_params,
+            fallback,
+            static_embedding=self._static_vector(query) if query is not None else None,
         )
         for mode in result.modes:
             metrics.SEARCHES.labels(mode=mode).inc()
@@ -242,7 +259,13 @@ class MemoryService:
             raise
         vector, reason = await self._embed(content, query=False)
         result = await memories.save_memory(
-            self.db, ctx, content, category, vector, supersede_threshold=self.settings.supersede_threshold
+            self.db,
+            ctx,
+            content,
+            category,
+            vector,
+            supersede_threshold=self.settings.supersede_threshold,
+            static_embedding=self._static_vector(content),
         )
         memory = MemoryOut.of(result.memory)
         if result.proposed:

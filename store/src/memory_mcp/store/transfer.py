@@ -401,11 +401,21 @@ class ImportReport:
 
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+# The static model's vectors (search's third signal): cheap and local, so a plain call.
+StaticEmbed = Callable[[list[str]], list[list[float]]]
 
 
 class _Importer:
-    def __init__(self, db: Database, space_id: uuid.UUID, embed: Embed | None, report: ImportReport) -> None:
+    def __init__(
+        self,
+        db: Database,
+        space_id: uuid.UUID,
+        embed: Embed | None,
+        report: ImportReport,
+        static: StaticEmbed | None = None,
+    ) -> None:
         self.db, self.space_id, self.embed, self.report = db, space_id, embed, report
+        self.static = static
         self.ids: dict[str, uuid.UUID] = {}  # "kind:file id" -> id in this space
         self.users: dict[str, uuid.UUID] = {}  # email or name -> user id
         self.cols: set[str] = set()
@@ -522,12 +532,16 @@ class _Importer:
         vectors: list[list[float] | None] = [None] * len(todo)
         if self.embed is not None:
             vectors = list(await self.embed([e.content for e in todo]))
+        statics: list[list[float] | None] = [None] * len(todo)
+        static_column = self.static is not None and "memories.static_embedding" in self.cols
+        if self.static is not None and static_column:
+            statics = list(self.static([e.content for e in todo]))
         review = "memories.review" in self.cols
         position = [column for column, _, _ in POSITION if f"memories.{column}" in self.cols]
         async with self.db.transaction([self.space_id]) as conn:
             await self._check_quota(conn, sum(e.status == "live" for e in todo))
             docs, mems = [], []
-            for e, vector in zip(todo, vectors, strict=True):
+            for e, vector, static in zip(todo, vectors, statics, strict=True):
                 mem_id = uuid.uuid4()
                 doc_id = self.ids.get(f"document:{e.document}") if e.document else None
                 author = self.user(e.created_by)
@@ -566,6 +580,7 @@ class _Importer:
                         "latest": e.status in ("live", "forgotten"),
                         "fa": e.forgotten_at if e.status == "forgotten" else None,
                         "e": HalfVector(vector) if vector is not None else None,
+                        "se": HalfVector(static) if static is not None else None,
                         "cu": author,
                         "uu": editor,
                         "at": e.created_at,
@@ -589,11 +604,13 @@ class _Importer:
                 text(
                     "INSERT INTO memories (id, space_id, document_id, content, content_hash, category, version, "
                     "supersedes_id, is_latest, forgotten_at, embedding, created_by_user_id, updated_by_user_id, "
-                    f"created_at, updated_at{', review' if review else ''}{''.join(', ' + c for c in position)}) "
+                    f"created_at, updated_at{', review' if review else ''}{''.join(', ' + c for c in position)}"
+                    f"{', static_embedding' if static_column else ''}) "
                     "VALUES (:id, :s, :d, :c, :h, :cat, :v, :sup, :latest, CAST(:fa AS timestamptz), "
                     "CAST(:e AS halfvec), :cu, :uu, COALESCE(CAST(:at AS timestamptz), now()), "
                     "COALESCE(CAST(:up AS timestamptz), now())"
-                    f"{', :r' if review else ''}{''.join(', :' + c for c in position)})"
+                    f"{', :r' if review else ''}{''.join(', :' + c for c in position)}"
+                    f"{', CAST(:se AS halfvec)' if static_column else ''})"
                 ),
                 mems,
             )
@@ -632,11 +649,13 @@ async def import_entries(
     batch_size: int = IMPORT_BATCH,
     progress: Callable[[int], None] = lambda n: None,
     report: ImportReport | None = None,
+    static: StaticEmbed | None = None,
 ) -> ImportReport:
     """Write checked entries into the space: documents first, then memories in batches (embedded
-    together with ``embed``); entries already there are recognised and not added again."""
+    together with ``embed``, and given their static vectors by ``static``); entries already there
+    are recognised and not added again."""
     report = report or ImportReport()
-    importer = _Importer(db, space_id, embed, report)
+    importer = _Importer(db, space_id, embed, report, static)
     await importer.prepare(entries)
     await importer.documents([e for e in entries if e.kind == "document"])
     memories = [e for e in entries if e.kind == "memory"]
