@@ -273,6 +273,50 @@ def baselines(
     return [bm25, dense, fused] + ([static_cos, fused3] if static is not None else [])
 
 
+async def model_vectors(
+    embedder: Embedder, conversations: Sequence[Conversation], cache: Path | None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The model's vectors of every turn (a matrix per conversation) and question; with ``cache``
+    (a .npz file), read from it when it holds them all, written to it otherwise. Tuning reruns
+    then skip the embedding, which on a busy 2-core machine is most of a run."""
+    cached = _read_vectors(cache, conversations) if cache is not None else None
+    if cached is not None:
+        print(f"model vectors read from {cache}")
+        return cached
+    turns = {
+        c.sample_id: np.asarray(await embed_passages(embedder, [t.text for t in c.turns]), dtype=np.float32)
+        for c in conversations
+    }
+    queries = {
+        q.text: np.asarray(await embedder.embed_query(q.text), dtype=np.float32)
+        for c in conversations
+        for q in c.questions
+    }
+    if cache is not None:
+        np.savez(
+            cache,
+            **{f"turns/{k}": v for k, v in turns.items()},
+            **{f"query/{k}": v for k, v in queries.items()},
+        )
+    return turns, queries
+
+
+def _read_vectors(
+    cache: Path, conversations: Sequence[Conversation]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    if not cache.exists():
+        return None
+    stored = np.load(cache)
+    turns = {
+        c.sample_id: stored[f"turns/{c.sample_id}"] for c in conversations if f"turns/{c.sample_id}" in stored
+    }
+    questions = [q.text for c in conversations for q in c.questions]
+    queries = {q: stored[f"query/{q}"] for q in questions if f"query/{q}" in stored}
+    if len(turns) < len(conversations) or len(queries) < len(set(questions)):
+        return None
+    return turns, queries
+
+
 @dataclass(frozen=True)
 class Vectors:
     """The static model's vectors: each conversation's turns (a matrix) and each question."""
@@ -596,17 +640,7 @@ async def run(
     embedder = await make_embedder(settings)
     try:
         started = time.perf_counter()
-        turn_vectors = {
-            c.sample_id: np.asarray(
-                await embed_passages(embedder, [t.text for t in c.turns]), dtype=np.float32
-            )
-            for c in conversations
-        }
-        query_vectors = {
-            q.text: np.asarray(await embedder.embed_query(q.text), dtype=np.float32)
-            for c in conversations
-            for q in c.questions
-        }
+        turn_vectors, query_vectors = await model_vectors(embedder, conversations, args.vectors)
         print(f"embedded turns and questions in {time.perf_counter() - started:.0f} s ({embedder.name})")
         static = None if args.no_static else static_vectors(conversations, settings)
         all_scores = baselines(conversations, turn_vectors, query_vectors, embedder.name, static)
@@ -660,6 +694,12 @@ def main() -> None:
     )
     parser.add_argument("--clients", type=int, default=16, help="concurrent MCP clients saving the turns")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N of the split")
+    parser.add_argument(
+        "--vectors",
+        type=lambda p: Path(p).expanduser(),
+        metavar="FILE.npz",
+        help="keep the model's vectors of turns and questions in this file between runs",
+    )
     parser.add_argument(
         "--no-static", action="store_true", help="leave the static embedding (the third signal) out"
     )

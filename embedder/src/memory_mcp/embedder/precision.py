@@ -100,7 +100,9 @@ def probe(
     texts = list(PROBE_TEXTS)
     fp32_rate, fp32_vectors = _rate(encode_fp32, texts, rounds)
     bf16_rate, bf16_vectors = _rate(encode_bf16, texts, rounds)
-    cosines = np.sum(fp32_vectors * bf16_vectors, axis=1)
+    # Normalised again: bf16 rows are unit length only to bf16's precision.
+    norms = np.linalg.norm(fp32_vectors, axis=1) * np.linalg.norm(bf16_vectors, axis=1)
+    cosines = np.sum(fp32_vectors * bf16_vectors, axis=1) / norms
     speedup, parity = bf16_rate / fp32_rate, float(np.mean(cosines))
     log.info(
         "precision probe: fp32 %.0f texts/s, bf16 %.0f texts/s (%.2fx); cosine to fp32 mean %.5f, min %.5f",

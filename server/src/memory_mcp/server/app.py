@@ -247,7 +247,8 @@ def create_app(
     head = head_revision()
     # Every serve process works the document queue (document_workers = 0 turns this off).
     workers = [
-        DocumentWorker(db, lambda: service.embedder, settings) for _ in range(settings.document_workers)
+        DocumentWorker(db, lambda: service.embedder, settings, lambda: service.static)
+        for _ in range(settings.document_workers)
     ]
 
     @asynccontextmanager

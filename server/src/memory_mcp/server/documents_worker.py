@@ -20,6 +20,7 @@ from pathlib import Path
 from memory_mcp.core import metrics
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import BulkPolicy, Embedder, EmbedderUnavailable, embed_bulk
+from memory_mcp.embedder.static import StaticModel
 from memory_mcp.store import documents, extractors, jobs, pipeline
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError, ValidationError
@@ -74,9 +75,16 @@ async def embed_batches(
 class DocumentWorker:
     """One claim-extract-write loop; a process runs ``document_workers`` of them."""
 
-    def __init__(self, db: Database, embedder: Callable[[], Embedder | None], settings: Settings) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Callable[[], Embedder | None],
+        settings: Settings,
+        static: Callable[[], StaticModel | None] = lambda: None,
+    ) -> None:
         self.db = db
         self.embedder = embedder  # read at each job: the embedder may connect after start-up
+        self.static = static  # likewise: the static model may still be distilling
         self.settings = settings
         self.name = jobs.worker_name()
         self.wakeup = asyncio.Event()
@@ -150,7 +158,13 @@ class DocumentWorker:
                 lambda f: progress.set(EXTRACTION_SHARE + f * (1 - EXTRACTION_SHARE)),
                 bulk=BulkPolicy.from_settings(self.settings),
             )
-            made = await documents.complete(self.db, job, dataclasses.replace(contents, vectors=vectors))
+            static = self.static()
+            statics = (
+                await asyncio.to_thread(static.vectors, [p.text for p in contents.pieces]) if static else []
+            )
+            made = await documents.complete(
+                self.db, job, dataclasses.replace(contents, vectors=vectors, static_vectors=statics)
+            )
             if made is None:
                 outcome = "lost"
                 log.warning(

@@ -115,6 +115,11 @@ class MemoryService:
         """The static model's vector of one text (about 0.1 ms: no thread), or None until it is loaded."""
         return None if self.static is None else self.static.vectors([text])[0]
 
+    async def _static_vectors(self, texts: list[str]) -> list[list[float]]:
+        """The static vectors of a document's pieces (in a thread: long pieces add up), or none
+        until the model is loaded (the backfill adds them then)."""
+        return [] if self.static is None else await asyncio.to_thread(self.static.vectors, texts)
+
     # --- tools ------------------------------------------------------------------------------------
 
     async def who_am_i(self, caller: Caller) -> WhoAmIOut:
@@ -430,8 +435,9 @@ class MemoryService:
             self.settings.embedder_max_batch,
             self.settings.embedder_timeout_s,
         )
+        statics = await self._static_vectors([p.text for p in contents.pieces])
         stored, made = await documents.save_text(
-            self.db, ctx, category, dataclasses.replace(contents, vectors=vectors)
+            self.db, ctx, category, dataclasses.replace(contents, vectors=vectors, static_vectors=statics)
         )
         doc = DocumentOut.of(stored.document)
         where = f"document {memories.short_id(doc.id)} in space '{ctx.space.key}'"
