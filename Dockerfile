@@ -47,6 +47,13 @@ RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} ./store ${INSTALL_M
 RUN cd / && python -c "import collections, operator, memory_mcp.operator, memory_mcp.server, sys, torch; \
 sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or not hasattr(operator, 'itemgetter'))"
 
+# The static embedding (search's third signal) is distilled from the packaged MiniLM here, at
+# install, into the read-only image: a pod then loads it in a second instead of distilling it into
+# its emptyDir on every start (minutes on a busy node).
+ENV MEMORY_MCP_STATIC_EMBEDDING_DIR=/opt/memory-mcp
+RUN python -c "from pathlib import Path; from memory_mcp.embedder.static import load_static_model; \
+load_static_model(Path('/opt/memory-mcp'))"
+
 RUN groupadd --system --gid 10001 memory \
     && useradd --system --uid 10001 --gid 10001 --home-dir /tmp/home --no-create-home memory \
     && if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi

@@ -77,7 +77,8 @@ class StaticModel:
         rows = np.asarray(vectors, dtype=np.float32)
         # model2vec normalises, but a text of unknown tokens only is all zeros: leave it at zero.
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+        unit: NDArray[np.float32] = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+        return unit
 
     def vectors(self, texts: Sequence[str]) -> list[list[float]]:
         """:meth:`encode` as plain lists, the form the store takes."""

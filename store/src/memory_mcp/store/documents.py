@@ -315,6 +315,7 @@ async def _insert_memories(
             f"space '{quota.key}' holds {quota.n} of its {quota.max_memories} memories; this document "
             f"needs {len(contents.pieces)}"
         )
+    statics: Sequence[Sequence[float] | None] = contents.static_vectors or [None] * len(contents.pieces)
     rows = [
         {
             "s": ctx_space,
@@ -332,12 +333,7 @@ async def _insert_memories(
             "es": piece.end_s,
             "review": "proposed" if review else None,
         }
-        for piece, vector, static in zip(
-            contents.pieces,
-            contents.vectors,
-            contents.static_vectors or [None] * len(contents.pieces),
-            strict=True,
-        )
+        for piece, vector, static in zip(contents.pieces, contents.vectors, statics, strict=True)
     ]
     if rows and not review:
         await conn.execute(
