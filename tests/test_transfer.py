@@ -302,7 +302,7 @@ async def test_an_import_finishes_while_other_processes_keep_every_core_busy(
     monkeypatch.setenv("MEMORY_MCP_EMBEDDER_TIMEOUT_S", "0.05")
     with every_core_busy():
         # The whole command, model loading included, runs at a fraction of its usual speed.
-        done = admin.ok("import", str(source), "--space", "dst", "--batch-size", "64", timeout=900)
+        done = admin.ok("import", str(source), "--space", "dst", "--batch-size", "64", timeout=1200)
     assert f"imported {count} memories and 0 documents into 'dst'" in done.stderr
     assert await spaces.space_counts(db, "dst") == (count, count)
     assert await memories.count_missing_embeddings(db) == 0
