@@ -52,13 +52,14 @@ POSITION = (
 
 
 async def _columns(conn: AsyncConnection) -> set[str]:
-    """``table.column`` names of the optional columns later migrations add (review flow, documents)."""
+    """``table.column`` names of the optional columns later migrations add (review flow, documents,
+    the static embedding)."""
     rows = await conn.execute(
         text(
             "SELECT table_name || '.' || column_name FROM information_schema.columns "
             "WHERE table_schema = current_schema() AND table_name IN ('memories', 'documents') "
             "AND column_name IN ('review', 'source', 'category', 'file_name', 'forgotten_at', "
-            "'char_start', 'char_end', 'page', 'start_s', 'end_s')"
+            "'char_start', 'char_end', 'page', 'start_s', 'end_s', 'static_embedding')"
         )
     )
     return set(rows.scalars())
