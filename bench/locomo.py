@@ -23,10 +23,14 @@ Tuning happens on the first five conversations (``--split dev``, the default); t
   whole tool answer (cl100k, offline ``bpe-openai``), with and without the profile.
 
 Baselines in the same run over the same turns: BM25 (``bm25s``), the model's cosine (the same vectors),
-and the two fused by plain reciprocal rank (k = 60).
+and the two fused by plain reciprocal rank (k = 60); unless ``--no-static``, also the static
+embedding's cosine and the plain RRF of all three signals. ``--vectors FILE.npz`` keeps the model's
+vectors between runs, so that tuning reruns skip the embedding.
 
     python -m bench.locomo PATH [--split dev|heldout|all] [--via store,mcp]
     python -m bench.locomo PATH --via store --variant base: --variant deep:candidates=100
+    python -m bench.locomo PATH --via store --vectors dev.npz --variant a: --variant b:static_weight=1.2
+    python -m bench.locomo PATH --via store --no-static      # the two-signal product, no static leg
     python -m bench.locomo PATH --via store --by-category --by-conversation
     python -m bench.locomo PATH --via store --documents manual.pdf README   # beside real documents
 
