@@ -75,6 +75,12 @@ RUN pip install ${INSTALL_MODE} ./memory_mcp ${INSTALL_MODE} "./memory_mcp[traci
     ${INSTALL_MODE} "./store[documents]" ${INSTALL_MODE} ./embedder ${INSTALL_MODE} ./server
 RUN cd / && python -c "import importlib.util as u, sys, torch, memory_mcp.server.app, opentelemetry.sdk.trace; \
 sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spec(m) for m in ('kopf', 'ray')))"
+# The static embedding (search's third signal) is distilled from the packaged MiniLM here, at
+# install, into the read-only image: a pod then loads it in a second instead of distilling it into
+# its emptyDir on every start (minutes on a busy node).
+ENV MEMORY_MCP_STATIC_EMBEDDING_DIR=/opt/memory-mcp
+RUN python -c "from pathlib import Path; from memory_mcp.embedder.static import load_static_model; \
+load_static_model(Path('/opt/memory-mcp'))"
 RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
 USER 10001:10001
 EXPOSE 8765

@@ -1,25 +1,34 @@
 """Import rate: memories/s of `memory-mcp import`'s work (check every line, embed in batches, write).
 
-Builds an export-shaped JSONL of distinct ~20-word memories, imports it into an empty space of a
-throw-away embedded PostgreSQL and prints memories/s, with the share of the time spent embedding.
-A second run of the same file shows what a re-run costs (it adds nothing).
+Builds an export-shaped JSONL of distinct memories (generated ~20-word facts, or the turns of the
+public LoCoMo conversations with ``--locomo``), imports it into an empty space of a throw-away
+embedded PostgreSQL and prints memories/s, with the share of the time spent embedding. In the same
+run it encodes the same texts with the plain fp32 model, nothing else (the rate the model allows),
+and prints the import's rate as a ratio of that. A second run of the same file shows what a re-run
+costs (it adds nothing).
 
-    python bench/import_rate.py                  # 2,000 memories, batches of 64
-    python bench/import_rate.py --count 5000 --batch-size 128
+    python -m bench.import_rate                  # 2,000 generated memories, batches of 64
+    python -m bench.import_rate --locomo /path/to/locomo10.zip --count 2000
+    python -m bench.import_rate --count 5000 --batch-size 128
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
+import pstats
 import random
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from bench.common import bench_server, machine
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.client import make_embedder
+from memory_mcp.embedder.client import BulkPolicy, embed_bulk, make_embedder
+from memory_mcp.embedder.model import encode, load_model
+from memory_mcp.embedder.static import load_static_model
 from memory_mcp.store import spaces, transfer
 from memory_mcp.store.db import Database
 
@@ -55,14 +64,15 @@ _WORDS = [
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def export_lines(count: int, seed: int = 0) -> list[str]:
+def export_lines(count: int, seed: int = 0, texts: list[str] | None = None) -> list[str]:
+    """``count`` export lines: the given ``texts`` (distinct), or generated facts."""
     rng = random.Random(seed)
     lines = []
     for i in range(count):
         record = {
             "type": "memory",
             "id": f"m{i}",
-            "content": f"Fact {i}: " + " ".join(rng.choices(_WORDS, k=20)),
+            "content": texts[i] if texts is not None else f"Fact {i}: " + " ".join(rng.choices(_WORDS, k=20)),
             "category": rng.choice(["process", "people", "preferences", None]),
             "status": "live",
             "version": 1,
@@ -73,42 +83,100 @@ def export_lines(count: int, seed: int = 0) -> list[str]:
     return lines
 
 
+def locomo_texts(path: str, count: int) -> list[str]:
+    """The first ``count`` distinct turns of the LoCoMo conversations, as bench/locomo.py saves them."""
+    from bench.locomo import load_locomo
+
+    seen: dict[str, None] = {}
+    for conversation in load_locomo(Path(path).expanduser()):
+        for turn in conversation.turns:
+            seen.setdefault(turn.text, None)
+    texts = list(seen)[:count]
+    if len(texts) < count:
+        raise SystemExit(f"LoCoMo has only {len(texts)} distinct turns")
+    return texts
+
+
 async def run(args: argparse.Namespace, app_url: str) -> None:
     db = Database(app_url, pool_size=2)
-    embedder = await make_embedder(Settings(embedder="local"))
+    settings = Settings(embedder="local")
+    embedder = await make_embedder(settings)
+    static = load_static_model(settings.static_embedding_cache_dir) if settings.static_embedding else None
+    policy = BulkPolicy.from_settings(settings)
     embed_s = 0.0
 
     async def timed_embed(texts: list[str]) -> list[list[float]]:
         nonlocal embed_s
         started = time.perf_counter()
         try:
-            return await embedder.embed(texts)
+            return await embed_bulk(embedder, texts, policy)
         finally:
             embed_s += time.perf_counter() - started
 
     try:
         space = (await spaces.upsert_space(db, "bench", "Bench")).space
         await embedder.embed(["warm up the model"])
-        lines = export_lines(args.count)
+        texts = locomo_texts(args.locomo, args.count) if args.locomo else None
+        lines = export_lines(args.count, texts=texts)
+        plain_model = load_model(None, "cpu")
+        contents = [json.loads(line)["content"] for line in lines]
+        encode(plain_model, contents[: args.batch_size], batch_size=args.batch_size)  # warm-up
+
+        def plain() -> float:
+            """Seconds to encode the same texts in the same batches with the plain fp32 model."""
+            started = time.perf_counter()
+            for start in range(0, len(contents), args.batch_size):
+                encode(plain_model, contents[start : start + args.batch_size], batch_size=args.batch_size)
+            return time.perf_counter() - started
+
+        # Timed before and after the import, and averaged: on shared cores the machine's speed
+        # drifts within a run, and one side of the import alone would carry that drift.
+        plain_before = plain()
         started = time.perf_counter()
         entries, problems = transfer.check_lines(lines)
         check_s = time.perf_counter() - started
         assert not problems, problems[:3]
+        profiler = cProfile.Profile() if args.profile else None
         started = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         report = await transfer.import_entries(
-            db, space.id, space.key, entries, timed_embed, batch_size=args.batch_size
+            db,
+            space.id,
+            space.key,
+            entries,
+            timed_embed,
+            batch_size=args.batch_size,
+            static=static.vectors if static is not None else None,
         )
+        if profiler is not None:
+            profiler.disable()
         write_s = time.perf_counter() - started
+        plain_after = plain()
+        plain_s = (plain_before + plain_after) / 2
         total = check_s + write_s
         assert report.imported == args.count, report.as_dict()
+        chars = sum(len(c) for c in contents) / len(contents)
         print(f"machine: {machine()}")
-        print(f"model: {embedder.name}, {args.count} memories, batches of {args.batch_size}")
+        print(f"cpu flags (vector units): {cpu_vector_flags()}")
+        precision = getattr(getattr(embedder, "model", None), "precision", None)
         print(
-            f"import: {args.count / total:.0f} memories/s ({total:.2f} s: check {check_s:.2f} s, "
-            f"embedding {embed_s:.2f} s = {100 * embed_s / total:.0f}%, "
-            f"writing {write_s - embed_s:.2f} s = {100 * (write_s - embed_s) / total:.0f}%)"
+            f"model: {embedder.name} ({precision.mode if precision else 'fp32'}), {args.count} memories "
+            f"({'LoCoMo turns' if args.locomo else 'generated facts'}, {chars:.0f} characters on average), "
+            f"batches of {args.batch_size}, static vectors {'on' if static else 'off'}"
         )
-        print(f"embedding alone: {args.count / embed_s:.0f} memories/s")
+        plain_rate, rate = args.count / plain_s, args.count / total
+        print(
+            f"plain fp32 encoding of the same texts: {plain_rate:.1f}/s ({plain_before:.2f} s before the "
+            f"import, {plain_after:.2f} s after)"
+        )
+        print(
+            f"import: {rate:.1f} memories/s = {rate / plain_rate:.2f}x plain encoding ({total:.2f} s: "
+            f"check {check_s:.2f} s, embedding {embed_s:.2f} s = {100 * embed_s / total:.0f}%, "
+            f"the rest {write_s - embed_s:.2f} s = {100 * (write_s - embed_s) / total:.0f}%)"
+        )
+        if profiler is not None:
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
         started = time.perf_counter()
         again = await transfer.import_entries(db, space.id, space.key, entries, timed_embed)
         rerun_s = time.perf_counter() - started
@@ -119,10 +187,28 @@ async def run(args: argparse.Namespace, app_url: str) -> None:
         await db.close()
 
 
+def cpu_vector_flags() -> str:
+    """The CPU's vector and matrix extensions (what decides whether bf16 pays), from /proc/cpuinfo."""
+    try:
+        flags = next(
+            line.split(":", 1)[1].split()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
+    except (OSError, StopIteration):
+        return "unknown"
+    wanted = [f for f in flags if f.startswith(("avx", "amx", "fma")) or f in ("f16c", "sse4_2")]
+    return " ".join(wanted) or "none of avx/amx"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=transfer.IMPORT_BATCH)
+    parser.add_argument("--locomo", metavar="PATH", help="import LoCoMo turns (locomo10.zip) instead")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the import (the event loop's thread)"
+    )
     args = parser.parse_args()
     with bench_server() as server:
         database = server.database("import")

@@ -23,10 +23,14 @@ Tuning happens on the first five conversations (``--split dev``, the default); t
   whole tool answer (cl100k, offline ``bpe-openai``), with and without the profile.
 
 Baselines in the same run over the same turns: BM25 (``bm25s``), the model's cosine (the same vectors),
-and the two fused by plain reciprocal rank (k = 60).
+and the two fused by plain reciprocal rank (k = 60); unless ``--no-static``, also the static
+embedding's cosine and the plain RRF of all three signals. ``--vectors FILE.npz`` keeps the model's
+vectors between runs, so that tuning reruns skip the embedding.
 
     python -m bench.locomo PATH [--split dev|heldout|all] [--via store,mcp]
     python -m bench.locomo PATH --via store --variant base: --variant deep:candidates=100
+    python -m bench.locomo PATH --via store --vectors dev.npz --variant a: --variant b:static_weight=1.2
+    python -m bench.locomo PATH --via store --no-static      # the two-signal product, no static leg
     python -m bench.locomo PATH --via store --by-category --by-conversation
     python -m bench.locomo PATH --via store --documents manual.pdf README   # beside real documents
 
@@ -59,6 +63,7 @@ from bench.common import bench_server, machine, percentile, serve_process, write
 from bench.retrieval import parse_params
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, make_embedder
+from memory_mcp.embedder.static import load_static_model
 from memory_mcp.store import documents as docs
 from memory_mcp.store import extractors, memories, pipeline, search
 from memory_mcp.store.db import Database
@@ -235,10 +240,14 @@ def baselines(
     turn_vectors: dict[str, np.ndarray],
     query_vectors: dict[str, np.ndarray],
     model: str,
+    static: Vectors | None = None,
 ) -> list[Scores]:
+    """BM25, the model's cosine and their plain RRF; with ``static`` (the static model's turn and
+    query vectors), also its cosine and the plain RRF of all three signals."""
     import bm25s
 
     bm25, dense, fused = Scores("BM25 (bm25s)"), Scores(f"{model} cosine"), Scores("plain RRF (BM25+cosine)")
+    static_cos, fused3 = Scores("static cosine"), Scores("plain RRF (BM25+cosine+static)")
     depth = 100
     for conv in conversations:
         ids = [t.dia_id for t in conv.turns]
@@ -261,7 +270,79 @@ def baselines(
             bm25.add([ids[i] for i in lexical], q, sessions)
             dense.add([ids[i] for i in semantic], q, sessions)
             fused.add([ids[i] for i in rrf(lexical, semantic)], q, sessions)
-    return [bm25, dense, fused]
+            if static is not None:
+                third = list(np.argsort(-(static.turns[conv.sample_id] @ static.queries[q.text]))[:n])
+                static_cos.add([ids[i] for i in third], q, sessions)
+                fused3.add([ids[i] for i in rrf(lexical, semantic, third)], q, sessions)
+    return [bm25, dense, fused] + ([static_cos, fused3] if static is not None else [])
+
+
+async def model_vectors(
+    embedder: Embedder, conversations: Sequence[Conversation], cache: Path | None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The model's vectors of every turn (a matrix per conversation) and question; with ``cache``
+    (a .npz file), read from it when it holds them all, written to it otherwise. Tuning reruns
+    then skip the embedding, which on a busy 2-core machine is most of a run."""
+    cached = _read_vectors(cache, conversations) if cache is not None else None
+    if cached is not None:
+        print(f"model vectors read from {cache}")
+        return cached
+    turns = {
+        c.sample_id: np.asarray(await embed_passages(embedder, [t.text for t in c.turns]), dtype=np.float32)
+        for c in conversations
+    }
+    queries = {
+        q.text: np.asarray(await embedder.embed_query(q.text), dtype=np.float32)
+        for c in conversations
+        for q in c.questions
+    }
+    if cache is not None:
+        np.savez(
+            cache,
+            **{f"turns/{k}": v for k, v in turns.items()},
+            **{f"query/{k}": v for k, v in queries.items()},
+        )
+    return turns, queries
+
+
+def _read_vectors(
+    cache: Path, conversations: Sequence[Conversation]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    if not cache.exists():
+        return None
+    stored = np.load(cache)
+    turns = {
+        c.sample_id: stored[f"turns/{c.sample_id}"] for c in conversations if f"turns/{c.sample_id}" in stored
+    }
+    questions = [q.text for c in conversations for q in c.questions]
+    queries = {q: stored[f"query/{q}"] for q in questions if f"query/{q}" in stored}
+    if len(turns) < len(conversations) or len(queries) < len(set(questions)):
+        return None
+    return turns, queries
+
+
+@dataclass(frozen=True)
+class Vectors:
+    """The static model's vectors: each conversation's turns (a matrix) and each question."""
+
+    turns: dict[str, np.ndarray]
+    queries: dict[str, np.ndarray]
+
+
+def static_vectors(conversations: Sequence[Conversation], settings: Settings) -> Vectors:
+    """Turns and questions encoded by the static model (distilled into the data dir on first use)."""
+    started = time.perf_counter()
+    model = load_static_model(settings.static_embedding_cache_dir)
+    loaded = time.perf_counter()
+    turns = {c.sample_id: model.encode([t.text for t in c.turns]) for c in conversations}
+    texts = [q.text for c in conversations for q in c.questions]
+    queries = dict(zip(texts, model.encode(texts), strict=True))
+    n = sum(len(c.turns) for c in conversations) + len(texts)
+    print(
+        f"static model ready in {loaded - started:.1f} s; encoded {n} texts in "
+        f"{time.perf_counter() - loaded:.2f} s"
+    )
+    return Vectors(turns, queries)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,6 +385,7 @@ async def via_store(
     settings: Settings,
     variants: Sequence[tuple[str, search.SearchParams]],
     documents: Sequence[Contents] = (),
+    static: Vectors | None = None,
 ) -> list[Scores]:
     """Every turn saved through the store, every question searched; with ``documents``, the
     questions are asked again once those documents are in every conversation's space too."""
@@ -320,7 +402,9 @@ async def via_store(
             for conv in conversations:
                 ctx = contexts[conv.space]
                 by_memory: dict[uuid.UUID, str] = {}
-                for turn, vector in zip(conv.turns, turn_vectors[conv.sample_id], strict=True):
+                for n, (turn, vector) in enumerate(
+                    zip(conv.turns, turn_vectors[conv.sample_id], strict=True)
+                ):
                     started = time.perf_counter()
                     saved = await memories.save_memory(
                         db,
@@ -329,6 +413,7 @@ async def via_store(
                         None,
                         vector.tolist(),
                         supersede_threshold=settings.supersede_threshold,
+                        static_embedding=static.turns[conv.sample_id][n].tolist() if static else None,
                     )
                     save_latencies.append(time.perf_counter() - started)
                     by_memory.setdefault(saved.memory.id, turn.dia_id)
@@ -337,7 +422,7 @@ async def via_store(
                         for contents in documents:
                             await docs.save_text(db, ctx, None, contents)
                     for scores, (_, params) in zip(pass_scores, variants, strict=True):
-                        await ask(db, ctx, conv, query_vectors, params, by_memory, scores, enc)
+                        await ask(db, ctx, conv, query_vectors, params, by_memory, scores, enc, static)
         finally:
             await db.close()
     print(
@@ -356,13 +441,20 @@ async def ask(
     by_memory: dict[uuid.UUID, str],
     scores: Scores,
     enc: Any,
+    static: Vectors | None = None,
 ) -> None:
     """Every question of ``conv`` searched through the store; a hit that is no turn counts as a miss."""
     sessions = {t.dia_id: t.session for t in conv.turns}
     for q in conv.questions:
         started = time.perf_counter()
         found = await search.search_memories(
-            db, ctx, q.text, query_embedding=query_vectors[q.text].tolist(), limit=K, params=params
+            db,
+            ctx,
+            q.text,
+            query_embedding=query_vectors[q.text].tolist(),
+            limit=K,
+            params=params,
+            static_embedding=static.queries[q.text].tolist() if static else None,
         )
         scores.latencies.append(time.perf_counter() - started)
         scores.add([by_memory.get(h.memory.id, "document") for h in found.hits], q, sessions)
@@ -552,26 +644,17 @@ async def run(
     embedder = await make_embedder(settings)
     try:
         started = time.perf_counter()
-        turn_vectors = {
-            c.sample_id: np.asarray(
-                await embed_passages(embedder, [t.text for t in c.turns]), dtype=np.float32
-            )
-            for c in conversations
-        }
-        query_vectors = {
-            q.text: np.asarray(await embedder.embed_query(q.text), dtype=np.float32)
-            for c in conversations
-            for q in c.questions
-        }
+        turn_vectors, query_vectors = await model_vectors(embedder, conversations, args.vectors)
         print(f"embedded turns and questions in {time.perf_counter() - started:.0f} s ({embedder.name})")
-        all_scores = baselines(conversations, turn_vectors, query_vectors, embedder.name)
+        static = None if args.no_static else static_vectors(conversations, settings)
+        all_scores = baselines(conversations, turn_vectors, query_vectors, embedder.name, static)
         if "store" in args.via.split(","):
             variants = [parse_variant(v, settings) for v in args.variant] or [
                 ("default", parse_params([], settings))
             ]
             documents = await documents_of(embedder, args.documents)
             all_scores += await via_store(
-                conversations, embedder, turn_vectors, query_vectors, settings, variants, documents
+                conversations, embedder, turn_vectors, query_vectors, settings, variants, documents, static
             )
     finally:
         await embedder.aclose()
@@ -615,6 +698,15 @@ def main() -> None:
     )
     parser.add_argument("--clients", type=int, default=16, help="concurrent MCP clients saving the turns")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N of the split")
+    parser.add_argument(
+        "--vectors",
+        type=lambda p: Path(p).expanduser(),
+        metavar="FILE.npz",
+        help="keep the model's vectors of turns and questions in this file between runs",
+    )
+    parser.add_argument(
+        "--no-static", action="store_true", help="leave the static embedding (the third signal) out"
+    )
     parser.add_argument("--by-category", action="store_true")
     parser.add_argument("--by-conversation", action="store_true")
     parser.add_argument(

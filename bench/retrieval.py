@@ -41,6 +41,7 @@ from bench.retrieval_dataset import QUERY_KINDS, BenchQuery, Dataset, build_data
 from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, make_embedder
+from memory_mcp.embedder.static import load_static_model
 from memory_mcp.store import memories, profile, search, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import SpaceContext
@@ -88,6 +89,7 @@ async def load(
     data: Dataset,
     vectors: dict[str, list[float]],
     supersede_threshold: float | None,
+    static: dict[str, list[float]] | None = None,
 ) -> Loaded:
     """Save every memory through the store, oldest first; then backdate ``created_at``.
 
@@ -108,6 +110,7 @@ async def load(
             vectors[memory.key],
             supersede_threshold=supersede_threshold,
             supersedes_id=loaded.ids[memory.supersedes] if explicit and memory.supersedes else None,
+            static_embedding=static[memory.key] if static else None,
         )
         assert result.created, f"unexpected duplicate: {memory.key}"
         loaded.ids[memory.key] = result.memory.id
@@ -174,7 +177,10 @@ async def run_queries(
     params: search.SearchParams,
     modes: Sequence[str] = MODES,
     limit: int = 10,
+    static: dict[str, list[float]] | None = None,
 ) -> list[QueryOutcome]:
+    """Every query in each mode; the static vector (the third signal) joins hybrid searches only,
+    so the other two modes stay each signal alone."""
     keys = {memory_id: key for key, memory_id in loaded.ids.items()}
     outcomes = []
     vector_only = dataclasses.replace(params, fulltext=False)
@@ -192,6 +198,7 @@ async def run_queries(
                 embedding,
                 limit,
                 vector_only if mode == "vector" else params,
+                static_embedding=static.get(query.key) if static and mode == "hybrid" else None,
             )
             seconds = time.perf_counter() - started
             tokens = sum(profile.estimate_tokens(h.memory.content) for h in result.hits)
@@ -673,12 +680,30 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
         print(
             f"embedded {len(memory_vectors)} memories and {len(query_vectors)} queries with {embedder.name} in {time.perf_counter() - started:.0f} s"
         )
+        static_memories: dict[str, list[float]] | None = None
+        static_queries: dict[str, list[float]] | None = None
+        if settings.static_embedding and params.static:
+            model = load_static_model(settings.static_embedding_cache_dir)
+            static_memories = dict(
+                zip(
+                    [m.key for m in data.memories],
+                    model.vectors([m.content for m in data.memories]),
+                    strict=True,
+                )
+            )
+            static_queries = dict(
+                zip(
+                    [q.key for q in text_queries],
+                    model.vectors([q.text or "" for q in text_queries]),
+                    strict=True,
+                )
+            )
 
         bench_db = server.database("live")
         db = Database(bench_db.app_url, pool_size=2)
         try:
-            loaded = await load(db, bench_db, data, memory_vectors, None)
-            outcomes = await run_queries(db, data, loaded, query_vectors, params)
+            loaded = await load(db, bench_db, data, memory_vectors, None, static_memories)
+            outcomes = await run_queries(db, data, loaded, query_vectors, params, static=static_queries)
             tokens = await profile_tokens(db, loaded, settings.profile_token_budget)
             summarize("Live load: corrections and stale facts both live", outcomes, tokens)
             await fusion_ceiling(
@@ -701,7 +726,9 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
             bench_db = server.database("versions")
             db = Database(bench_db.app_url, pool_size=2)
             try:
-                loaded = await load(db, bench_db, data, memory_vectors, settings.supersede_threshold)
+                loaded = await load(
+                    db, bench_db, data, memory_vectors, settings.supersede_threshold, static_memories
+                )
                 corrections = sum(m.supersedes is not None for m in data.memories)
                 print(
                     f"\nVersions load: {corrections} corrections saved as new versions; auto-supersede at "
@@ -709,7 +736,7 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
                 )
                 for new, old in loaded.false_supersedes[:5]:
                     print(f"    false: {data.by_key[new].content!r} replaced {data.by_key[old].content!r}")
-                outcomes = await run_queries(db, data, loaded, query_vectors, params)
+                outcomes = await run_queries(db, data, loaded, query_vectors, params, static=static_queries)
                 tokens = await profile_tokens(db, loaded, settings.profile_token_budget)
                 summarize("Versions load: search sees the latest versions only", outcomes, tokens)
             finally:

@@ -10,9 +10,10 @@ from typing import Any
 
 
 def cli(
-    *args: str, stdin: str | None = None, columns: str | None = "200"
+    *args: str, stdin: str | None = None, columns: str | None = "200", timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """``columns`` None: no terminal width at all, as under a pipe in cron or CI."""
+    """``columns`` None: no terminal width at all, as under a pipe in cron or CI. ``timeout``: a
+    command that loads the model takes minutes when the machine's cores are shared and busy."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["MEMORY_MCP_LOG_FORMAT"] = "text"
     if columns is not None:
@@ -22,7 +23,7 @@ def cli(
         capture_output=True,
         text=True,
         input=stdin,
-        timeout=180,
+        timeout=timeout,
         env=env,
     )
 
@@ -34,12 +35,14 @@ class Admin:
         self.url = url
 
     def run(
-        self, *args: str, stdin: str | None = None, columns: str | None = "200"
+        self, *args: str, stdin: str | None = None, columns: str | None = "200", timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
-        return cli(*args, "--database-url", self.url, stdin=stdin, columns=columns)
+        return cli(*args, "--database-url", self.url, stdin=stdin, columns=columns, timeout=timeout)
 
-    def ok(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        done = self.run(*args, stdin=stdin)
+    def ok(
+        self, *args: str, stdin: str | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        done = self.run(*args, stdin=stdin, timeout=timeout)
         assert done.returncode == 0, done.stderr
         return done
 

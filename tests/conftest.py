@@ -14,12 +14,17 @@ import pytest
 
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, make_embedder
+from memory_mcp.embedder.static import StaticModel, load_static_model
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import APP_ROLE, OWNER_ROLE, EmbeddedPostgres, superuser_setup
 from memory_mcp.store.migrate import run_migrations
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The static model is distilled once per machine, not once per test's data dir (checksummed: a
+# stale or damaged cache is distilled again). The precision probe has tests of its own.
+os.environ.setdefault("MEMORY_MCP_STATIC_EMBEDDING_DIR", str(Path.home() / ".cache" / "memory-mcp-tests"))
+os.environ.setdefault("MEMORY_MCP_EMBEDDING_PRECISION", "fp32")
 
 TEMPLATE = "mm_template"
 
@@ -80,3 +85,9 @@ async def embedder() -> AsyncIterator[Embedder]:
     instance = await make_embedder(Settings(embedder="local"))
     yield instance
     await instance.aclose()
+
+
+@pytest.fixture(scope="session")
+def static_model() -> StaticModel:
+    """The static model distilled from the packaged MiniLM (from the shared cache, or distilled)."""
+    return load_static_model(Settings().static_embedding_cache_dir)

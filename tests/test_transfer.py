@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import string
-from collections.abc import Iterable
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +259,51 @@ async def test_documents_and_their_memories_survive_a_history_round_trip(
     assert f"## runbooks\n\n### {stored.document.title}\n" in markdown
     rerun = admin.ok("import", str(first), "--space", "dst")
     assert f"imported 0 memories and 0 documents into 'dst'; {made + 1} already there" in rerun.stderr
+
+
+@contextmanager
+def every_core_busy() -> Iterator[None]:
+    """One process spinning per core for as long as the block runs."""
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+async def test_an_import_finishes_while_other_processes_keep_every_core_busy(
+    admin: Admin, db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bulk work waits for the embedder: with every core spinning in other processes and the
+    interactive timeout far below what one batch of 64 takes, the import still lands in full,
+    every memory with both of its vectors."""
+    await make_space(db, "dst")
+    count = 96  # two batches
+    source = tmp_path / "many.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "type": "memory",
+                    "id": f"m{i}",
+                    "content": f"Fact {i}: the service number {i} is owned by team {i % 7} and deployed weekly.",
+                    "status": "live",
+                    "version": 1,
+                }
+            )
+            + "\n"
+            for i in range(count)
+        )
+    )
+    monkeypatch.setenv("MEMORY_MCP_EMBEDDER_TIMEOUT_S", "0.05")
+    with every_core_busy():
+        # The whole command, model loading included, runs at a fraction of its usual speed.
+        done = admin.ok("import", str(source), "--space", "dst", "--batch-size", "64", timeout=1200)
+    assert f"imported {count} memories and 0 documents into 'dst'" in done.stderr
+    assert await spaces.space_counts(db, "dst") == (count, count)
+    assert await memories.count_missing_embeddings(db) == 0
+    assert await memories.count_missing_embeddings(db, "static_embedding") == 0

@@ -33,9 +33,9 @@ class CountingEmbedder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def embed(self, texts: Sequence[str]) -> Any:
+    async def embed(self, texts: Sequence[str], *, timeout_s: float | None = None) -> Any:
         self.calls += 1
-        return await self.inner.embed(texts)
+        return await self.inner.embed(list(texts), timeout_s=timeout_s)
 
     async def embed_query(self, text: str) -> Any:
         self.calls += 1

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from memory_mcp.embedder.client import Embedder
-from memory_mcp.server.backfill import backfill
+from memory_mcp.embedder.static import StaticModel
+from memory_mcp.server.backfill import backfill, backfill_static
 from memory_mcp.store import documents, identity, memories, pipeline, profile, search, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
@@ -230,12 +231,46 @@ async def test_a_nonsense_query_gets_no_matching_result(db: Database, embedder: 
     assert real.hits[0].matching and real.matching >= 1
 
 
+async def test_the_static_signal_finds_what_the_other_two_miss_and_adds_to_the_score(
+    db: Database, static_model: StaticModel
+) -> None:
+    """A memory with no model vector and no query word is found by its static vector alone, and
+    its score is the static weight times that similarity; turned off, the signal is gone."""
+    ctx = await writer(db)
+    query = "Which vegetables does the kitchen garden grow?"
+    target_text = "Tomatoes, courgettes and beans are planted beside the greenhouse."
+    target = (
+        await memories.save_memory(
+            db, ctx, target_text, static_embedding=static_model.vectors([target_text])[0]
+        )
+    ).memory
+    for filler in FILLER:
+        await memories.save_memory(db, ctx, filler, static_embedding=static_model.vectors([filler])[0])
+    static_query = static_model.vectors([query])[0]
+    params = search.SearchParams(static_weight=0.7)
+    found = await search.search_memories(
+        db, ctx, query, limit=3, params=params, static_embedding=static_query
+    )
+    assert found.hits[0].memory.id == target.id
+    similarity = float(static_model.encode([query])[0] @ static_model.encode([target_text])[0])
+    assert found.hits[0].score == pytest.approx(0.7 * similarity, abs=2e-3)
+    off = await search.search_memories(
+        db,
+        ctx,
+        query,
+        limit=3,
+        params=search.SearchParams(static=False),
+        static_embedding=static_query,
+    )
+    assert target.id not in {h.memory.id for h in off.hits}
+
+
 def test_the_common_search_statement_fits_the_drivers_parse_cache() -> None:
     """psycopg re-parses a statement longer than this on every execution; a search is one statement."""
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
     where = f"m.space_id = %(s)s AND {memories.LIVE}"
-    sql = search._search_sql(("semantic", "fulltext"), where, False, False)
+    sql = search._search_sql(("semantic", "static", "fulltext"), where, False, False)
     assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
 
 
@@ -304,6 +339,35 @@ async def test_a_memory_saved_without_a_vector_is_found_by_full_text_then_embedd
     assert await backfill(db, embedder) == 1
     after = await find(db, ctx, embedder, question)
     assert after.hits[0].memory.id == pending.id and "semantic" in after.hits[0].modes
+
+
+async def test_the_static_backfill_fills_every_missing_vector_in_resumable_batches(
+    db: Database, static_model: StaticModel
+) -> None:
+    """Rows saved before the static model existed get its vector, batch by batch (a stopped run
+    leaves committed batches done and the next run finishes the rest), the same one a save gives."""
+    ctx = await writer(db)
+    other = await writer(db, "other")
+    texts = [f"{filler} (note {i})" for i, filler in enumerate(FILLER)]
+    for i, content in enumerate(texts):
+        await memories.save_memory(db, ctx if i % 2 else other, content)
+    assert await memories.count_missing_embeddings(db, "static_embedding") == len(texts)
+    batches: list[int] = []
+    first = await memories.missing_embeddings(db, 2, column="static_embedding")
+    await memories.store_embeddings(
+        db,
+        [(s, m, v) for (s, m, _), v in zip(first, static_model.vectors([c for *_, c in first]), strict=True)],
+        column="static_embedding",
+    )
+    assert await backfill_static(db, static_model, batch_size=2, progress=batches.append) == len(texts) - 2
+    assert batches == [2, 2]
+    assert await memories.count_missing_embeddings(db, "static_embedding") == 0
+    assert await backfill_static(db, static_model) == 0
+    query = static_model.vectors([texts[1]])[0]
+    found = await search.search_memories(db, ctx, texts[1], limit=1, static_embedding=query)
+    # No model vector: full text holds every word (weight 1) and the static vector is the text's own.
+    assert found.hits[0].memory.content == texts[1]
+    assert found.hits[0].score == pytest.approx(1 + search.SearchParams().static_weight, abs=2e-3)
 
 
 async def test_a_stronger_match_in_another_space_is_never_returned(db: Database, embedder: Embedder) -> None:

@@ -157,7 +157,8 @@ def backfill(
     ] = False,
     batch_size: Annotated[int, typer.Option(min=1, max=1024)] = 64,
 ) -> None:
-    """Embed memories without a vector; resumable, with a progress bar."""
+    """Embed memories without a vector (the model's, and the static model's unless it is turned
+    off); resumable, with a progress bar."""
     from memory_mcp.core.database import prepare_database
     from memory_mcp.store.errors import DatabaseSetupError
 
@@ -167,17 +168,21 @@ def backfill(
     except DatabaseSetupError as exc:
         raise fail(str(exc)) from None
     try:
-        done = asyncio.run(_backfill(settings, prepared.open(), reembed, batch_size))
+        done, static = asyncio.run(_backfill(settings, prepared.open(), reembed, batch_size))
     finally:
         prepared.stop()
     console.print(f"embedded {done} memories")
+    if settings.static_embedding:
+        console.print(f"computed {static} static vectors")
 
 
-async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int) -> int:
+async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int) -> tuple[int, int]:
     from rich.progress import Progress
 
-    from memory_mcp.embedder.client import make_embedder
+    from memory_mcp.embedder.client import BulkPolicy, make_embedder
+    from memory_mcp.embedder.static import load_static_model
     from memory_mcp.server.backfill import backfill as run_backfill
+    from memory_mcp.server.backfill import backfill_static
     from memory_mcp.store import memories
 
     embedder = await make_embedder(settings)
@@ -190,7 +195,20 @@ async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int)
         total = await memories.count_missing_embeddings(db)
         with Progress(console=console) as progress:
             task = progress.add_task("embedding", total=total)
-            return await run_backfill(db, embedder, batch_size, lambda n: progress.advance(task, n))
+            done = await run_backfill(
+                db,
+                embedder,
+                batch_size,
+                lambda n: progress.advance(task, n),
+                BulkPolicy.from_settings(settings),
+            )
+        if not settings.static_embedding:
+            return done, 0
+        static = await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)
+        total = await memories.count_missing_embeddings(db, "static_embedding")
+        with Progress(console=console) as progress:
+            task = progress.add_task("static vectors", total=total)
+            return done, await backfill_static(db, static, progress=lambda n: progress.advance(task, n))
     finally:
         await embedder.aclose()
         await db.close()

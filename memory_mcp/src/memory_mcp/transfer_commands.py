@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -13,6 +14,7 @@ from memory_mcp.options import DatabaseUrl, DataDir, console, fail, on_database
 
 if TYPE_CHECKING:
     from memory_mcp.core.settings import Settings
+    from memory_mcp.embedder.static import StaticModel
     from memory_mcp.store.db import Database
     from memory_mcp.store.importers.preview import Preview
     from memory_mcp.store.models import Space
@@ -241,10 +243,16 @@ async def _import(
 ) -> ImportReport:
     from rich.progress import Progress
 
-    from memory_mcp.embedder.client import EmbedderUnavailable, make_embedder
+    from memory_mcp.embedder.client import BulkPolicy, EmbedderUnavailable, embed_bulk, make_embedder
     from memory_mcp.store import transfer
 
     embedder = await make_embedder(settings)
+    policy = BulkPolicy.from_settings(settings)
+    static = await _static_model(settings)
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return await embed_bulk(embedder, texts, policy)
+
     try:
         await db.check_ready(embedder.dim)
         with Progress(console=console) as progress:
@@ -254,14 +262,30 @@ async def _import(
                 target.id,
                 target.key,
                 entries,
-                embedder.embed,
+                embed,
                 batch_size=batch_size,
                 progress=lambda n: progress.advance(task, n),
                 report=report,
+                static=static.vectors if static is not None else None,
             )
     except EmbedderUnavailable as exc:
         raise fail(
-            f"the embedder is unavailable ({exc}); nothing more was imported, run it again later"
+            f"the embedder is unavailable ({exc}) after {policy.attempts} attempts; what was imported "
+            "stays, and running the same import again adds the rest"
         ) from None
     finally:
         await embedder.aclose()
+
+
+async def _static_model(settings: Settings) -> StaticModel | None:
+    """The static model for the import's third-signal vectors; without it (turned off, or it cannot
+    be distilled here) they are left to the server's backfill."""
+    from memory_mcp.embedder.static import StaticModelUnavailable, load_static_model
+
+    if not settings.static_embedding:
+        return None
+    try:
+        return await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)
+    except StaticModelUnavailable as exc:
+        console.print(f"[yellow]static vectors left to the backfill:[/yellow] {exc}", highlight=False)
+        return None

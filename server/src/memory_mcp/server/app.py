@@ -25,8 +25,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memory_mcp.core import local_origin, metrics, package_version, tracing, url_host
 from memory_mcp.core.logs import describe_exception, request_id_var
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.client import Embedder, EmbedderUnavailable, make_embedder
-from memory_mcp.server.backfill import backfill
+from memory_mcp.embedder.client import BulkPolicy, Embedder, EmbedderUnavailable, make_embedder
+from memory_mcp.embedder.static import StaticModelUnavailable, load_static_model
+from memory_mcp.server.backfill import backfill, backfill_static
 from memory_mcp.store import memories
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
@@ -276,7 +277,8 @@ def create_app(
     head = head_revision()
     # Every serve process works the document queue (document_workers = 0 turns this off).
     workers = [
-        DocumentWorker(db, lambda: service.embedder, settings) for _ in range(settings.document_workers)
+        DocumentWorker(db, lambda: service.embedder, settings, lambda: service.static)
+        for _ in range(settings.document_workers)
     ]
 
     @asynccontextmanager
@@ -291,6 +293,11 @@ def create_app(
         gc.freeze()
         background = [
             asyncio.create_task(_maintain_embeddings(service, settings)),
+            *(
+                [asyncio.create_task(_maintain_static(service, settings))]
+                if settings.static_embedding
+                else []
+            ),
             asyncio.create_task(_flush_recalls(service)),
             *(asyncio.create_task(w.run()) for w in workers),
         ]
@@ -405,6 +412,27 @@ async def _flush_recalls(service: MemoryService) -> None:
             log.exception("recording recalls failed")
 
 
+async def _maintain_static(service: MemoryService, settings: Settings) -> None:
+    """Load (or first distil) the static model off the request path, then keep every memory's
+    static vector filled in: rows saved before it existed, or while it was being distilled."""
+    try:
+        service.static = await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)
+    except (StaticModelUnavailable, OSError) as exc:
+        log.warning("the static embedding is off (search uses two signals): %s", exc)
+        return
+    log.info("static embedding ready (%s)", service.static.path)
+    while True:
+        try:
+            done = await backfill_static(service.db, service.static)
+            if done:
+                log.info("computed the static vector of %d memories", done)
+        except DatabaseUnavailable:
+            pass  # the database logs the outage once; the next round tries again
+        except Exception:
+            log.exception("background static embedding failed")
+        await asyncio.sleep(BACKFILL_INTERVAL_S)
+
+
 async def _maintain_embeddings(service: MemoryService, settings: Settings) -> None:
     """Reconnect a missing embedder and embed what was saved while it was down."""
     while True:
@@ -419,7 +447,12 @@ async def _maintain_embeddings(service: MemoryService, settings: Settings) -> No
                     continue
                 await service.db.check_ready(service.embedder.dim)
             if pending:
-                done = await backfill(service.db, service.embedder, settings.embedder_max_batch)
+                done = await backfill(
+                    service.db,
+                    service.embedder,
+                    settings.embedder_max_batch,
+                    policy=BulkPolicy.from_settings(settings),
+                )
                 log.info("embedded %d memories saved while the embedder was unavailable", done)
         except EmbedderUnavailable as exc:
             log.warning("background embedding skipped: %s", exc)

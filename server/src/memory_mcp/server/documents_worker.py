@@ -20,7 +20,8 @@ from pathlib import Path
 
 from memory_mcp.core import metrics
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
+from memory_mcp.embedder.client import BulkPolicy, Embedder, EmbedderUnavailable, embed_bulk
+from memory_mcp.embedder.static import StaticModel
 from memory_mcp.store import documents, extractors, jobs, pipeline
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError, ValidationError
@@ -41,24 +42,28 @@ async def embed_batches(
     timeout_s: float,
     progress: Callable[[float], None] | None = None,
     *,
-    patient: bool = False,
+    bulk: BulkPolicy | None = None,
 ) -> list[list[float] | None]:
     """Vectors for ``texts``, ``batch_size`` (at most :data:`DOCUMENT_BATCH`) at a time; None for the
     rest once the embedder fails (the memories are written anyway and embedded later by the backfill).
 
-    ``patient`` (the background worker): a batch that fails is tried again at half the size, so a
-    busy embedder slows a document down instead of leaving it unembedded; only a single text that
-    fails gives up. A request waiting for its answer (a long ``add_memory``) gives up at once.
+    ``bulk`` (the background worker): each batch waits and retries as the policy says, and a batch
+    that still fails is tried again at half the size, so a busy embedder slows a document down
+    instead of leaving it unembedded; only a single text that fails gives up. A request waiting for
+    its answer (a long ``add_memory``) gives up at once.
     """
     vectors: list[list[float] | None] = []
     size = max(1, min(batch_size, DOCUMENT_BATCH))
     while embedder is not None and len(vectors) < len(texts):
         batch = list(texts[len(vectors) : len(vectors) + size])
         try:
-            async with asyncio.timeout(timeout_s * 2):  # the embedder's own timeout comes first
-                vectors.extend(await embedder.embed(batch))
+            if bulk is not None:
+                vectors.extend(await embed_bulk(embedder, batch, bulk))
+            else:
+                async with asyncio.timeout(timeout_s * 2):  # the embedder's own timeout comes first
+                    vectors.extend(await embedder.embed(batch))
         except (EmbedderUnavailable, TimeoutError) as exc:
-            if not patient or size == 1:
+            if bulk is None or size == 1:
                 log.warning("embedding a document failed, its memories are embedded later: %s", exc)
                 break
             size = max(1, size // 2)
@@ -77,9 +82,16 @@ class DocumentWorker:
     for its end.
     """
 
-    def __init__(self, db: Database, embedder: Callable[[], Embedder | None], settings: Settings) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Callable[[], Embedder | None],
+        settings: Settings,
+        static: Callable[[], StaticModel | None] = lambda: None,
+    ) -> None:
         self.db = db
         self.embedder = embedder  # read at each job: the embedder may connect after start-up
+        self.static = static  # likewise: the static model may still be distilling
         self.settings = settings
         self.name = jobs.worker_name()
         self.wakeup = asyncio.Event()
@@ -193,9 +205,15 @@ class DocumentWorker:
                 self.settings.embedder_max_batch,
                 self.settings.embedder_timeout_s,
                 lambda f: progress.set(EXTRACTION_SHARE + f * (1 - EXTRACTION_SHARE)),
-                patient=True,
+                bulk=BulkPolicy.from_settings(self.settings),
             )
-            made = await documents.complete(self.db, job, dataclasses.replace(contents, vectors=vectors))
+            static = self.static()
+            statics = (
+                await asyncio.to_thread(static.vectors, [p.text for p in contents.pieces]) if static else []
+            )
+            made = await documents.complete(
+                self.db, job, dataclasses.replace(contents, vectors=vectors, static_vectors=statics)
+            )
             if made is None:
                 outcome = "lost"
                 log.warning(

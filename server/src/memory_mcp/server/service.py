@@ -13,6 +13,7 @@ from typing import Literal
 from memory_mcp.core import metrics
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, EmbedderUnavailable
+from memory_mcp.embedder.static import StaticModel
 from memory_mcp.store import (
     documents,
     identity,
@@ -89,6 +90,9 @@ class MemoryService:
         self.oauth_keys = oauth_keys.SigningKeys(
             settings.oauth_signing_keys_dir, overlap_s=settings.oauth_access_token_ttl_s
         )
+        # The static model (search's third signal), set once it is loaded or distilled (app.py);
+        # until then saves go without its vector (the backfill adds it) and search uses two signals.
+        self.static: StaticModel | None = None
 
     async def authenticate(self, token: str | None, resource: Resource | None = None) -> Caller:
         """The verified caller, with one request spent from its key's rate limit (if it has one).
@@ -141,6 +145,15 @@ class MemoryService:
         except (EmbedderUnavailable, TimeoutError) as exc:
             log.warning("embedding failed: %s", exc)
             return None, f"embedder unavailable ({exc.__class__.__name__})"
+
+    def _static_vector(self, text: str) -> list[float] | None:
+        """The static model's vector of one text (about 0.1 ms: no thread), or None until it is loaded."""
+        return None if self.static is None else self.static.vectors([text])[0]
+
+    async def _static_vectors(self, texts: list[str]) -> list[list[float]]:
+        """The static vectors of a document's pieces (in a thread: long pieces add up), or none
+        until the model is loaded (the backfill adds them then)."""
+        return [] if self.static is None else await asyncio.to_thread(self.static.vectors, texts)
 
     # --- tools ------------------------------------------------------------------------------------
 
@@ -208,7 +221,16 @@ class MemoryService:
                 fallback = f"semantic search unavailable: {reason}; results come from full-text search only"
                 metrics.SEARCH_FALLBACKS.labels(reason="embedder_unavailable").inc()
         result = await search.search_memories(
-            self.db, ctx, query, keyword, category, vector, limit, self.search_params, fallback
+            self.db,
+            ctx,
+            query,
+            keyword,
+            category,
+            vector,
+            limit,
+            self.search_params,
+            fallback,
+            static_embedding=self._static_vector(query) if query is not None else None,
         )
         for mode in result.modes:
             metrics.SEARCHES.labels(mode=mode).inc()
@@ -308,6 +330,7 @@ class MemoryService:
             # Named explicitly, the memory is replaced whatever its likeness; otherwise only a near twin.
             supersede_threshold=None if previous else self.settings.supersede_threshold,
             supersedes_id=previous.id if previous else None,
+            static_embedding=self._static_vector(content),
         )
         memory = MemoryOut.of(result.memory)
         if result.proposed:
@@ -474,8 +497,9 @@ class MemoryService:
             self.settings.embedder_max_batch,
             self.settings.embedder_timeout_s,
         )
+        statics = await self._static_vectors([p.text for p in contents.pieces])
         stored, made = await documents.save_text(
-            self.db, ctx, category, dataclasses.replace(contents, vectors=vectors)
+            self.db, ctx, category, dataclasses.replace(contents, vectors=vectors, static_vectors=statics)
         )
         doc = DocumentOut.of(stored.document)
         where = f"document {memories.short_id(doc.id)} in space '{ctx.space.key}'"

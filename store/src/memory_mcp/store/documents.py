@@ -60,6 +60,8 @@ class Contents:
     summary: str
     pages: Sequence[tuple[int, int]]
     metadata: dict[str, Any]
+    # The pieces' static vectors (search's third signal), in order; empty: left to the backfill.
+    static_vectors: Sequence[Sequence[float]] = ()
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -349,6 +351,7 @@ async def _insert_memories(
             f"space '{quota.key}' holds {quota.n} of its {quota.max_memories} memories; this document "
             f"needs {len(contents.pieces)}"
         )
+    statics: Sequence[Sequence[float] | None] = contents.static_vectors or [None] * len(contents.pieces)
     rows = [
         {
             "s": ctx_space,
@@ -357,6 +360,7 @@ async def _insert_memories(
             "h": content_hash(piece.text),
             "cat": category,
             "e": HalfVector(vector) if vector is not None else None,
+            "se": HalfVector(static) if static is not None else None,
             "u": user_id,
             "cs": piece.start,
             "ce": piece.end,
@@ -365,14 +369,15 @@ async def _insert_memories(
             "es": piece.end_s,
             "review": "proposed" if review else None,
         }
-        for piece, vector in zip(contents.pieces, contents.vectors, strict=True)
+        for piece, vector, static in zip(contents.pieces, contents.vectors, statics, strict=True)
     ]
     if rows and not review:
         await conn.execute(
             text(
                 "INSERT INTO memories (space_id, document_id, content, content_hash, category, embedding, "
-                "created_by_user_id, updated_by_user_id, char_start, char_end, page, start_s, end_s) "
-                "VALUES (:s, :d, :c, :h, :cat, CAST(:e AS halfvec), :u, :u, :cs, :ce, :p, :ss, :es) "
+                "static_embedding, created_by_user_id, updated_by_user_id, char_start, char_end, page, "
+                "start_s, end_s) VALUES (:s, :d, :c, :h, :cat, CAST(:e AS halfvec), CAST(:se AS halfvec), "
+                ":u, :u, :cs, :ce, :p, :ss, :es) "
                 "ON CONFLICT (space_id, content_hash) WHERE is_latest AND forgotten_at IS NULL DO NOTHING"
             ),
             rows,
@@ -381,9 +386,10 @@ async def _insert_memories(
         await conn.execute(
             text(
                 "INSERT INTO memories (space_id, document_id, content, content_hash, category, embedding, "
-                "created_by_user_id, updated_by_user_id, char_start, char_end, page, start_s, end_s, "
-                "is_latest, review) "
-                "SELECT :s, :d, :c, :h, :cat, CAST(:e AS halfvec), :u, :u, :cs, :ce, :p, :ss, :es, false, :review "
+                "static_embedding, created_by_user_id, updated_by_user_id, char_start, char_end, page, "
+                "start_s, end_s, is_latest, review) "
+                "SELECT :s, :d, :c, :h, :cat, CAST(:e AS halfvec), CAST(:se AS halfvec), :u, :u, :cs, :ce, "
+                ":p, :ss, :es, false, :review "
                 "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.space_id = :s AND m.content_hash = :h "
                 "AND m.is_latest AND m.forgotten_at IS NULL) "
                 "ON CONFLICT (space_id, content_hash) WHERE review = 'proposed' DO NOTHING"

@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +21,10 @@ from .models import Document, ForgetResult, Memory, Page, SaveResult, SpaceConte
 from .secrets import find_secret
 
 LIVE = "m.is_latest AND m.forgotten_at IS NULL"
+
+# The two vectors of a memory: the model's (``embedding``) and the static model's.
+VectorColumn = Literal["embedding", "static_embedding"]
+VECTOR_COLUMNS: tuple[VectorColumn, ...] = ("embedding", "static_embedding")
 
 MEMORY_SELECT = """
     SELECT m.id, s.key AS space_key, m.document_id, m.content, m.category, m.version, m.supersedes_id,
@@ -220,8 +224,9 @@ _INSERT_SQL = """
       VALUES (:s, :title, 'text', 'done', :c, :summary, :size, :h, :u, :u) RETURNING id
     )
     INSERT INTO memories (space_id, document_id, content, content_hash, category, version, supersedes_id,
-                          embedding, created_by_user_id, updated_by_user_id, is_latest, review)
-    SELECT :s, d.id, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), :u, :u,
+                          embedding, static_embedding, created_by_user_id, updated_by_user_id,
+                          is_latest, review)
+    SELECT :s, d.id, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), CAST(:se AS halfvec), :u, :u,
            CAST(:review AS text) IS NULL, :review FROM d
     RETURNING id
 """
@@ -258,8 +263,12 @@ async def save_memory(
     *,
     supersede_threshold: float | None = None,
     supersedes_id: uuid.UUID | None = None,
+    static_embedding: Sequence[float] | None = None,
 ) -> SaveResult:
     """Save one statement as a document and its memory.
+
+    ``static_embedding`` is the memory's vector in the static model's space (search's third
+    signal); without it the backfill computes it later.
 
     Exact duplicates of a live memory return that memory. With an embedding and a
     ``supersede_threshold``, a live memory of the space whose meaning is that close is replaced by
@@ -339,6 +348,7 @@ async def save_memory(
                         "v": old.version + 1 if old else 1,
                         "sup": old.id if old else None,
                         "e": vector,
+                        "se": HalfVector(static_embedding) if static_embedding is not None else None,
                         "review": "proposed" if review else None,
                     },
                 )
@@ -681,19 +691,24 @@ async def _every_space(db: Database) -> AsyncIterator[AsyncConnection]:
         yield conn
 
 
-async def count_missing_embeddings(db: Database) -> int:
-    """Memories saved without a vector (embedder down, or cleared for a model change), all spaces."""
+async def count_missing_embeddings(db: Database, column: VectorColumn = "embedding") -> int:
+    """Memories without a vector in ``column`` (embedder down, cleared for a model change, or saved
+    before the static embedding existed), all spaces."""
     async with _every_space(db) as conn:
-        result = await conn.execute(text("SELECT count(*) FROM memories WHERE embedding IS NULL"))
+        result = await conn.execute(
+            text(f"SELECT count(*) FROM memories WHERE {_vector_column(column)} IS NULL")
+        )
         return int(result.scalar_one())
 
 
-async def missing_embeddings(db: Database, limit: int = 64) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
-    """Up to ``limit`` (space id, memory id, content) without a vector, oldest first."""
+async def missing_embeddings(
+    db: Database, limit: int = 64, column: VectorColumn = "embedding"
+) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+    """Up to ``limit`` (space id, memory id, content) without a vector in ``column``, oldest first."""
     async with _every_space(db) as conn:
         rows = await conn.execute(
             text(
-                "SELECT space_id, id, content FROM memories WHERE embedding IS NULL "
+                f"SELECT space_id, id, content FROM memories WHERE {_vector_column(column)} IS NULL "
                 "ORDER BY created_at, id LIMIT :l"
             ),
             {"l": limit},
@@ -702,16 +717,31 @@ async def missing_embeddings(db: Database, limit: int = 64) -> list[tuple[uuid.U
 
 
 async def store_embeddings(
-    db: Database, items: Sequence[tuple[uuid.UUID, uuid.UUID, Sequence[float]]]
+    db: Database,
+    items: Sequence[tuple[uuid.UUID, uuid.UUID, Sequence[float]]],
+    column: VectorColumn = "embedding",
 ) -> None:
-    """Write vectors for (space id, memory id, vector) triples."""
+    """Write vectors into ``column`` for (space id, memory id, vector) triples, in one batch."""
+    if not items:
+        return
     spaces = {space_id for space_id, _, _ in items}
     async with db.transaction(spaces) as conn:
-        for space_id, memory_id, vector in items:
-            await conn.execute(
-                text("UPDATE memories SET embedding = CAST(:e AS halfvec) WHERE id = :id AND space_id = :s"),
-                {"e": HalfVector(vector), "id": memory_id, "s": space_id},
-            )
+        await conn.execute(
+            text(
+                f"UPDATE memories SET {_vector_column(column)} = CAST(:e AS halfvec) "
+                "WHERE id = :id AND space_id = :s"
+            ),
+            [
+                {"e": HalfVector(vector), "id": memory_id, "s": space_id}
+                for space_id, memory_id, vector in items
+            ],
+        )
+
+
+def _vector_column(column: VectorColumn) -> str:
+    if column not in VECTOR_COLUMNS:  # the name goes into the statement: only known columns
+        raise ValueError(f"not a vector column: {column!r}")
+    return column
 
 
 async def clear_embeddings(db: Database) -> int:

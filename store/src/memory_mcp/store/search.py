@@ -107,8 +107,16 @@ class SearchParams:
     # The embedding backend's table (core/backends.py) gives each model's values.
     similarity_gain: float = 1.0
     similarity_offset: float = 0.0
+    # The static embedding (a table distilled from the same MiniLM, embedder/static.py) as a third
+    # signal: its candidates join the others' and every candidate's fused score adds
+    # ``static_weight`` times its static cosine similarity. Chosen on LoCoMo dev only: hit@10 0.780
+    # without it, 0.783 at 0.3 and 0.5, 0.780 at 0.8, 0.782 at 1.2, 0.784 at 1.6; the generated
+    # benchmark (a guard, not tuned on) then held 0.810 at 0.5 and fell to 0.807 at 0.3 and 0.793
+    # at 1.6, so 0.5. docs/performance.md, "The third signal".
+    static_weight: float = 0.5
     # Off only to measure semantic search on its own (bench/retrieval.py compares the modes).
     fulltext: bool = True
+    static: bool = True
 
 
 @dataclass(frozen=True)
@@ -147,11 +155,13 @@ async def search_memories(
     limit: int = 10,
     params: SearchParams | None = None,
     fallback: str | None = None,
+    static_embedding: Sequence[float] | None = None,
 ) -> SearchResult:
     """Rank the space's live memories for a question, a literal keyword and/or a category.
 
     Pass ``query_embedding`` for semantic recall; without it (the embedder being down) the query is
-    answered by full text alone and ``fallback`` says why. Results come back in score order.
+    answered by full text alone and ``fallback`` says why. ``static_embedding`` is the query's
+    vector in the static model's space, the third signal. Results come back in score order.
     """
     params = params or SearchParams()
     query = validation.optional_text(query, "query", validation.MAX_QUERY)
@@ -186,6 +196,9 @@ async def search_memories(
     if semantic:
         lists.append("semantic")
         bind["e"] = HalfVector(query_embedding)  # type: ignore[arg-type]
+    if query is not None and static_embedding is not None and params.static:
+        lists.append("static")
+        bind["se"] = HalfVector(static_embedding)
     if lexical:
         lists.append("fulltext")
         bind.update(
@@ -206,6 +219,7 @@ async def search_memories(
     bind.update(
         # Without a vector, full text is the whole score.
         lexw=params.lexical_weight if semantic else 1.0,
+        staticw=params.static_weight,
         top=limit,
         sgain=params.similarity_gain,
         soffset=params.similarity_offset,
@@ -218,7 +232,7 @@ async def search_memories(
         await cur.execute(sql, bind)
         rows: list[Any] = await cur.fetchall()
     hits = [_hit(row, filter_modes, params, semantic) for row in rows]
-    modes = tuple(m for m in lists if m != "filter") + tuple(filter_modes)
+    modes = tuple(m for m in lists if m not in ("filter", "static")) + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)
 
 
@@ -244,7 +258,7 @@ def _hit(row: Any, filter_modes: list[str], params: SearchParams, semantic: bool
     )
 
 
-def _semantic_sql(where: str, filtered: bool) -> str:
+def _semantic_sql(where: str, filtered: bool, column: str = "embedding", cte: str = "semantic") -> str:
     """Nearest neighbours by cosine distance (at most ``k``), read through the HNSW index.
 
     A selective filter (a rare category, a keyword: at most ``exact_below`` rows pass it) is
@@ -252,19 +266,23 @@ def _semantic_sql(where: str, filtered: bool) -> str:
     query to find those rows and stop at its scan limits first (at 1M memories a 1% category kept
     55% of the true top 10). ``+ 0`` keeps the planner from ordering that variant through the HNSW
     index anyway. The row count is an init plan, so only one of the two scans runs.
+
+    The static embedding's list is the same scan over its own column and index (``static``).
     """
-    scan = f"SELECT m.id FROM memories m WHERE {where} AND m.embedding IS NOT NULL"
+    param = "%(e)s" if column == "embedding" else "%(se)s"
+    distance = f"m.{column} <=> CAST({param} AS halfvec)"
+    scan = f"SELECT m.id FROM memories m WHERE {where} AND m.{column} IS NOT NULL"
     if not filtered:
-        return f"semantic AS ({scan} ORDER BY m.embedding <=> CAST(%(e)s AS halfvec) LIMIT %(k)s)"
+        return f"{cte} AS ({scan} ORDER BY {distance} LIMIT %(k)s)"
     few = (
         "(SELECT count(*) <= %(exact_below)s FROM "
         f"(SELECT 1 FROM memories m WHERE {where} LIMIT %(exact_below)s + 1) c)"
     )
     return (
-        f"semantic AS (SELECT * FROM ({scan} AND {few} "
-        "ORDER BY (m.embedding <=> CAST(%(e)s AS halfvec)) + 0 LIMIT %(k)s) exact "
+        f"{cte} AS (SELECT * FROM ({scan} AND {few} "
+        f"ORDER BY ({distance}) + 0 LIMIT %(k)s) exact "
         f"UNION ALL SELECT * FROM ({scan} AND NOT {few} "
-        "ORDER BY m.embedding <=> CAST(%(e)s AS halfvec) LIMIT %(k)s) approximate)"
+        f"ORDER BY {distance} LIMIT %(k)s) approximate)"
     )
 
 
@@ -313,7 +331,7 @@ def _filter_sql(where: str, keyword: bool) -> str:
     )
 
 
-_LIST_CTE = {"semantic": "semantic", "fulltext": "fulltext", "filter": "filtered"}
+_LIST_CTE = {"semantic": "semantic", "static": "static", "fulltext": "fulltext", "filter": "filtered"}
 
 
 def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
@@ -322,8 +340,8 @@ def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
     ``similarity`` is the cosine similarity to the query (on the default model's scale), ``lex``
     the full-text weight of the query words the memory holds (``total``: of all of them),
     ``closeness`` how closely the literal keyword matches (the whole score of a search without a
-    question). The fused score is similarity + ``lexw`` x lex / total (the coverage of the query's
-    weight).
+    question), ``ssim`` the static embedding's cosine similarity. The fused score is similarity +
+    ``lexw`` x lex / total (the coverage of the query's weight) + ``staticw`` x ssim.
     """
     candidates = " UNION ".join(f"SELECT id FROM {_LIST_CTE[name]}" for name in lists)
     similarity = (
@@ -336,15 +354,20 @@ def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
         lex = "(SELECT coalesce(sum(w.idf), 0) FROM wts w WHERE m.tsv @@ w.q)"
         total = "(SELECT coalesce(sum(idf), 0) FROM wts)"
     closeness = "word_similarity(%(kwraw)s, m.content)" if keyword else "0"
+    static = (
+        "1 - (m.static_embedding <=> CAST(%(se)s AS halfvec))"
+        if "static" in lists
+        else "CAST(NULL AS float8)"
+    )
     in_semantic = "m.id IN (SELECT id FROM semantic)" if "semantic" in lists else "false"
     if "semantic" in lists or "fulltext" in lists:
-        relevance = "coalesce(sim, 0) + %(lexw)s * coalesce(lex / nullif(total, 0), 0)"
+        relevance = "coalesce(sim, 0) + %(lexw)s * coalesce(lex / nullif(total, 0), 0) + %(staticw)s * coalesce(ssim, 0)"
     else:
         relevance = "closeness"
     return (
         f"cand AS ({candidates}), scored AS MATERIALIZED ("
         f"  SELECT m.id, m.created_at, {similarity} AS sim, {lex} AS lex,"
-        f"    {total} AS total, {closeness} AS closeness, {in_semantic} AS sem"
+        f"    {total} AS total, {closeness} AS closeness, {static} AS ssim, {in_semantic} AS sem"
         "  FROM cand c JOIN memories m ON m.id = c.id"
         "), fused AS ("
         f"  SELECT *, {relevance} AS score FROM scored"
@@ -367,6 +390,7 @@ def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: boo
     """
     ctes = {
         "semantic": lambda: _semantic_sql(where, filtered),
+        "static": lambda: _semantic_sql(where, filtered, "static_embedding", "static"),
         "fulltext": lambda: _fulltext_sql(where),
         "filter": lambda: _filter_sql(where, keyword),
     }

@@ -13,6 +13,8 @@ the target space; version links and document links are kept by mapping the file'
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -50,13 +52,14 @@ POSITION = (
 
 
 async def _columns(conn: AsyncConnection) -> set[str]:
-    """``table.column`` names of the optional columns later migrations add (review flow, documents)."""
+    """``table.column`` names of the optional columns later migrations add (review flow, documents,
+    the static embedding)."""
     rows = await conn.execute(
         text(
             "SELECT table_name || '.' || column_name FROM information_schema.columns "
             "WHERE table_schema = current_schema() AND table_name IN ('memories', 'documents') "
             "AND column_name IN ('review', 'source', 'category', 'file_name', 'forgotten_at', "
-            "'char_start', 'char_end', 'page', 'start_s', 'end_s')"
+            "'char_start', 'char_end', 'page', 'start_s', 'end_s', 'static_embedding')"
         )
     )
     return set(rows.scalars())
@@ -415,11 +418,31 @@ class ImportReport:
 
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+# The static model's vectors (search's third signal): cheap and local, so a plain call.
+StaticEmbed = Callable[[list[str]], list[list[float]]]
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """New entries of one batch with their vectors (None: the embedder gave none), ready to write."""
+
+    entries: list[Entry]
+    vectors: list[list[float] | None]
+    statics: list[list[float] | None]
 
 
 class _Importer:
-    def __init__(self, db: Database, space_id: uuid.UUID, embed: Embed | None, report: ImportReport) -> None:
+    def __init__(
+        self,
+        db: Database,
+        space_id: uuid.UUID,
+        embed: Embed | None,
+        report: ImportReport,
+        static: StaticEmbed | None = None,
+    ) -> None:
         self.db, self.space_id, self.embed, self.report = db, space_id, embed, report
+        self.static = static
+        self.live_hashes: dict[str, uuid.UUID] = {}  # live texts this import adds -> their memory
         self.ids: dict[str, uuid.UUID] = {}  # "kind:file id" -> id in this space
         self.users: dict[str, uuid.UUID] = {}  # email or name -> user id
         self.cols: set[str] = set()
@@ -517,32 +540,48 @@ class _Importer:
                 found[e.file_id] = same
         return found
 
-    async def memories(self, batch: Sequence[Entry]) -> None:
+    async def prepare_memories(self, batch: Sequence[Entry]) -> _Batch | None:
+        """What of ``batch`` is new, with its vectors: the part of a batch that can run while the
+        previous batch is being written (see :func:`import_entries`)."""
         async with self.db.transaction([self.space_id]) as conn:
             existing = await self._existing(conn, batch)
         todo: list[Entry] = []
-        live_hashes: set[str] = set()
         for e in batch:
             if e.file_id in existing:
                 self.ids[f"memory:{e.file_id}"] = existing[e.file_id]
                 self.report.already += 1
-            elif e.status == "live" and e.digest in live_hashes:
-                self.report.already += 1  # the same text twice in one batch: a duplicate, as a save sees it
+            elif e.status == "live" and e.digest in self.live_hashes:
+                # The same text twice in this import: a duplicate, as a save sees it. The earlier
+                # one may still be on its way in, so the database would not show it yet.
+                self.ids[f"memory:{e.file_id}"] = self.live_hashes[e.digest]
+                self.report.already += 1
             else:
-                live_hashes.update([e.digest] if e.status == "live" else [])
                 todo.append(e)
+                mem_id = uuid.uuid4()
+                self.ids[f"memory:{e.file_id}"] = mem_id
+                if e.status == "live":
+                    self.live_hashes[e.digest] = mem_id
         if not todo:
-            return
+            return None
         vectors: list[list[float] | None] = [None] * len(todo)
         if self.embed is not None:
             vectors = list(await self.embed([e.content for e in todo]))
+        statics: list[list[float] | None] = [None] * len(todo)
+        if self.static is not None and "memories.static_embedding" in self.cols:
+            statics = list(await asyncio.to_thread(self.static, [e.content for e in todo]))
+        return _Batch(todo, vectors, statics)
+
+    async def write_memories(self, batch: _Batch) -> None:
+        """Write a prepared batch (its documents and memories) in one transaction."""
+        todo, vectors, statics = batch.entries, batch.vectors, batch.statics
+        static_column = "memories.static_embedding" in self.cols and any(v is not None for v in statics)
         review = "memories.review" in self.cols
         position = [column for column, _, _ in POSITION if f"memories.{column}" in self.cols]
         async with self.db.transaction([self.space_id]) as conn:
             await self._check_quota(conn, sum(e.status == "live" for e in todo))
             docs, mems = [], []
-            for e, vector in zip(todo, vectors, strict=True):
-                mem_id = uuid.uuid4()
+            for e, vector, static in zip(todo, vectors, statics, strict=True):
+                mem_id = self.ids[f"memory:{e.file_id}"]
                 doc_id = self.ids.get(f"document:{e.document}") if e.document else None
                 author = self.user(e.created_by)
                 editor = self.user(e.updated_by) or author
@@ -580,6 +619,7 @@ class _Importer:
                         "latest": e.status in ("live", "forgotten"),
                         "fa": e.forgotten_at if e.status == "forgotten" else None,
                         "e": HalfVector(vector) if vector is not None else None,
+                        "se": HalfVector(static) if static is not None else None,
                         "cu": author,
                         "uu": editor,
                         "at": e.created_at,
@@ -588,7 +628,6 @@ class _Importer:
                         **{column: e.position.get(column) for column in position},
                     }
                 )
-                self.ids[f"memory:{e.file_id}"] = mem_id
             if docs:
                 await conn.execute(
                     text(
@@ -603,11 +642,13 @@ class _Importer:
                 text(
                     "INSERT INTO memories (id, space_id, document_id, content, content_hash, category, version, "
                     "supersedes_id, is_latest, forgotten_at, embedding, created_by_user_id, updated_by_user_id, "
-                    f"created_at, updated_at{', review' if review else ''}{''.join(', ' + c for c in position)}) "
+                    f"created_at, updated_at{', review' if review else ''}{''.join(', ' + c for c in position)}"
+                    f"{', static_embedding' if static_column else ''}) "
                     "VALUES (:id, :s, :d, :c, :h, :cat, :v, :sup, :latest, CAST(:fa AS timestamptz), "
                     "CAST(:e AS halfvec), :cu, :uu, COALESCE(CAST(:at AS timestamptz), now()), "
                     "COALESCE(CAST(:up AS timestamptz), now())"
-                    f"{', :r' if review else ''}{''.join(', :' + c for c in position)})"
+                    f"{', :r' if review else ''}{''.join(', :' + c for c in position)}"
+                    f"{', CAST(:se AS halfvec)' if static_column else ''})"
                 ),
                 mems,
             )
@@ -649,18 +690,42 @@ async def import_entries(
     batch_size: int = IMPORT_BATCH,
     progress: Callable[[int], None] = lambda n: None,
     report: ImportReport | None = None,
+    static: StaticEmbed | None = None,
 ) -> ImportReport:
     """Write checked entries into the space: documents first, then memories in batches (embedded
-    together with ``embed``); entries already there are recognised and not added again."""
+    together with ``embed``, and given their static vectors by ``static``); entries already there
+    are recognised and not added again."""
     report = report or ImportReport()
-    importer = _Importer(db, space_id, embed, report)
+    importer = _Importer(db, space_id, embed, report, static)
     await importer.prepare(entries)
     await importer.documents([e for e in entries if e.kind == "document"])
     memories = [e for e in entries if e.kind == "memory"]
-    for start in range(0, len(memories), batch_size):
-        batch = memories[start : start + batch_size]
-        await importer.memories(batch)
-        progress(len(batch))
+    # A pipeline of two: batch k+1 is looked up and embedded while batch k is written, so the
+    # model does not wait for PostgreSQL (writes run one at a time, in order, so quotas and links
+    # see every earlier batch).
+    writing: asyncio.Task[None] | None = None
+    in_flight = 0
+    try:
+        for start in range(0, len(memories), batch_size):
+            batch = memories[start : start + batch_size]
+            prepared = await importer.prepare_memories(batch)
+            if writing is not None:
+                await writing
+                writing = None
+                progress(in_flight)
+            if prepared is not None:
+                writing = asyncio.create_task(importer.write_memories(prepared))
+                in_flight = len(batch)
+            else:
+                progress(len(batch))
+        if writing is not None:
+            await writing
+            progress(in_flight)
+    finally:
+        if writing is not None and not writing.done():
+            writing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writing
     async with db.transaction() as conn:
         await record(
             conn,

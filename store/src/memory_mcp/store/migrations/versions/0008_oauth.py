@@ -6,14 +6,14 @@ the resource. Its authorization code, every refresh token rotated from it and ev
 signed for it carry the family's id, so revoking the family (a replayed code, a reused refresh
 token, ``/revoke``, the key's revocation) stops all of them on the next request.
 
-Revision ID: 0008_oauth
+Revision ID: 0008
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0008_oauth"
+revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
