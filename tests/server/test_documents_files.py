@@ -219,7 +219,7 @@ async def test_files_too_big_once_unpacked_or_extracted_fail_before_they_are_wri
         base_url=files_server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
     ) as http:
         for path, reason in (
-            (bomb, "the Word file unpacks to 201 MB of document parts, over the limit of 200 MB"),
+            (bomb, "the Word file unpacks to 201 MB, over the limit of 200 MB"),
             (long_text, f"over the limit of {validation.MAX_EXTRACTED_TEXT:,} (about 2,500 pages)"),
         ):
             answer = await upload(http, path)
