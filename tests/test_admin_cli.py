@@ -209,11 +209,11 @@ async def test_deleting_a_space_follows_its_policy_and_asks_first(admin: Admin, 
 
     asked = admin.run("space", "delete", "drop", stdin="n\n")
     assert asked.returncode == 1
-    assert "Delete space 'drop'? Deletion policy Delete: its 1 memories and 1 documents are removed" in (
+    assert "Delete space 'drop'? Deletion policy Delete: its 1 memories and 0 documents are removed" in (
         " ".join(asked.stdout.split())
     )
     assert "nothing deleted" in asked.stderr
-    assert await spaces.space_counts(db, "drop") == (1, 1)
+    assert await spaces.space_counts(db, "drop") == (1, 0)  # a memory saved alone is no document
 
     admin.ok("space", "delete", "drop", stdin="y\n")
     assert await spaces.get_space(db, "drop") is None
@@ -225,7 +225,7 @@ async def test_deleting_a_space_follows_its_policy_and_asks_first(admin: Admin, 
     assert (kept["key"], kept["detached"], kept["memories"]) == ("keep", True, 1)
     assert "space 'keep' not found" in admin.refused("space", "delete", "keep", "--yes")
     assert "restored retained space 'keep'" in admin.ok("space", "create", "keep").stderr
-    assert await spaces.space_counts(db, "keep") == (1, 1)
+    assert await spaces.space_counts(db, "keep") == (1, 0)
 
 
 async def test_commands_work_beside_a_running_server_on_the_same_data_dir(tmp_path: Path) -> None:

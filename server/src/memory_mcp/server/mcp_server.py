@@ -130,7 +130,11 @@ class MemoryMCPServer(MCPServer):
         # A tool with visibility ["app"] is for a widget's host to call; a client that cannot show
         # widgets would only hand it to the model (MCP Apps: the host must not).
         tools = await self.list_tools()
-        if not client_supports_apps(ctx):
+        # A handshake-era client declared its capabilities in `initialize`, which a stateless server
+        # no longer holds when `tools/list` comes (no capabilities at all): it gets every tool, as
+        # before, or a widget host on that protocol would never see its widgets. A client that sends
+        # its capabilities with the request (2026-07-28) and declares no MCP Apps gets the lean list.
+        if ctx.session.client_capabilities is not None and not client_supports_apps(ctx):
             # Nor do a launcher's widget reference and widget data (880 characters of 8.8k).
             tools = [_without_ui(tool) for tool in tools if not _app_only(tool)]
         return ListToolsResult(tools=tools)

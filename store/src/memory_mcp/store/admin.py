@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sqlalchemy import text
 
-from . import apikeys, spaces, users, validation
+from . import apikeys, documents, spaces, users, validation
 from .apikeys import GrantSpec
 from .db import Database
 from .errors import Conflict, NotFound, SpaceNotFound
@@ -89,7 +89,7 @@ async def list_spaces(db: Database) -> list[SpaceRow]:
             text(
                 "SELECT s.*, (SELECT count(*) FROM memories m WHERE m.space_id = s.id AND m.is_latest "
                 "AND m.forgotten_at IS NULL) AS memories, "
-                "(SELECT count(*) FROM documents d WHERE d.space_id = s.id) AS documents "
+                f"(SELECT count(*) FROM documents d WHERE d.space_id = s.id AND {documents.LISTED}) AS documents "
                 "FROM spaces s ORDER BY s.key"
             )
         )
