@@ -108,8 +108,10 @@ class SearchParams:
     similarity_gain: float = 1.0
     similarity_offset: float = 0.0
     # The static embedding (a table distilled from the same MiniLM, embedder/static.py) as a third
-    # signal: its candidates join the others' and every candidate's fused score adds
-    # ``static_weight`` times its static cosine similarity. Chosen on LoCoMo dev only: hit@10 0.780
+    # signal: every candidate of the other lists has ``static_weight`` times its static cosine
+    # similarity added to its fused score. It brings no candidates of its own: on LoCoMo dev a
+    # second HNSW scan over the static column found the same top 10 for every question and cost
+    # 2.8 ms at p50 and 15 ms at p95 (bench.locomo, variants of one load). Chosen on LoCoMo dev only: hit@10 0.780
     # without it, 0.783 at 0.3 and 0.5, 0.780 at 0.8, 0.782 at 1.2, 0.784 at 1.6; the generated
     # benchmark (a guard, not tuned on) then held 0.810 at 0.5 and fell to 0.807 at 0.3 and 0.793
     # at 1.6, so 0.5. docs/performance.md, "The third signal".
@@ -196,9 +198,9 @@ async def search_memories(
     if semantic:
         lists.append("semantic")
         bind["e"] = HalfVector(query_embedding)  # type: ignore[arg-type]
-    if query is not None and static_embedding is not None and params.static:
-        lists.append("static")
-        bind["se"] = HalfVector(static_embedding)
+    static = query is not None and static_embedding is not None and params.static
+    if static:
+        bind["se"] = HalfVector(static_embedding)  # type: ignore[arg-type]
     if lexical:
         lists.append("fulltext")
         bind.update(
@@ -228,11 +230,11 @@ async def search_memories(
         db.driver_transaction([ctx.space.id], settings=hnsw) as pg,
         pg.cursor(row_factory=namedtuple_row) as cur,
     ):
-        sql = _search_sql(tuple(lists), where, bool(filter_modes), keyword is not None)
+        sql = _search_sql(tuple(lists), where, bool(filter_modes), keyword is not None, static)
         await cur.execute(sql, bind)
         rows: list[Any] = await cur.fetchall()
     hits = [_hit(row, filter_modes, params, semantic) for row in rows]
-    modes = tuple(m for m in lists if m not in ("filter", "static")) + tuple(filter_modes)
+    modes = tuple(m for m in lists if m != "filter") + tuple(filter_modes)
     return SearchResult(hits=hits, modes=modes, fallback=fallback)
 
 
@@ -258,7 +260,7 @@ def _hit(row: Any, filter_modes: list[str], params: SearchParams, semantic: bool
     )
 
 
-def _semantic_sql(where: str, filtered: bool, column: str = "embedding", cte: str = "semantic") -> str:
+def _semantic_sql(where: str, filtered: bool) -> str:
     """Nearest neighbours by cosine distance (at most ``k``), read through the HNSW index.
 
     A selective filter (a rare category, a keyword: at most ``exact_below`` rows pass it) is
@@ -266,20 +268,17 @@ def _semantic_sql(where: str, filtered: bool, column: str = "embedding", cte: st
     query to find those rows and stop at its scan limits first (at 1M memories a 1% category kept
     55% of the true top 10). ``+ 0`` keeps the planner from ordering that variant through the HNSW
     index anyway. The row count is an init plan, so only one of the two scans runs.
-
-    The static embedding's list is the same scan over its own column and index (``static``).
     """
-    param = "%(e)s" if column == "embedding" else "%(se)s"
-    distance = f"m.{column} <=> CAST({param} AS halfvec)"
-    scan = f"SELECT m.id FROM memories m WHERE {where} AND m.{column} IS NOT NULL"
+    distance = "m.embedding <=> CAST(%(e)s AS halfvec)"
+    scan = f"SELECT m.id FROM memories m WHERE {where} AND m.embedding IS NOT NULL"
     if not filtered:
-        return f"{cte} AS ({scan} ORDER BY {distance} LIMIT %(k)s)"
+        return f"semantic AS ({scan} ORDER BY {distance} LIMIT %(k)s)"
     few = (
         "(SELECT count(*) <= %(exact_below)s FROM "
         f"(SELECT 1 FROM memories m WHERE {where} LIMIT %(exact_below)s + 1) c)"
     )
     return (
-        f"{cte} AS (SELECT * FROM ({scan} AND {few} "
+        f"semantic AS (SELECT * FROM ({scan} AND {few} "
         f"ORDER BY ({distance}) + 0 LIMIT %(k)s) exact "
         f"UNION ALL SELECT * FROM ({scan} AND NOT {few} "
         f"ORDER BY {distance} LIMIT %(k)s) approximate)"
@@ -331,10 +330,10 @@ def _filter_sql(where: str, keyword: bool) -> str:
     )
 
 
-_LIST_CTE = {"semantic": "semantic", "static": "static", "fulltext": "fulltext", "filter": "filtered"}
+_LIST_CTE = {"semantic": "semantic", "fulltext": "fulltext", "filter": "filtered"}
 
 
-def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
+def _scored_sql(lists: tuple[str, ...], keyword: bool, static: bool) -> str:
     """Every candidate of every list with both scores, and the fused score.
 
     ``similarity`` is the cosine similarity to the query (on the default model's scale), ``lex``
@@ -354,11 +353,7 @@ def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
         lex = "(SELECT coalesce(sum(w.idf), 0) FROM wts w WHERE m.tsv @@ w.q)"
         total = "(SELECT coalesce(sum(idf), 0) FROM wts)"
     closeness = "word_similarity(%(kwraw)s, m.content)" if keyword else "0"
-    static = (
-        "1 - (m.static_embedding <=> CAST(%(se)s AS halfvec))"
-        if "static" in lists
-        else "CAST(NULL AS float8)"
-    )
+    static = "1 - (m.static_embedding <=> CAST(%(se)s AS halfvec))" if static else "CAST(NULL AS float8)"
     in_semantic = "m.id IN (SELECT id FROM semantic)" if "semantic" in lists else "false"
     if "semantic" in lists or "fulltext" in lists:
         relevance = "coalesce(sim, 0) + %(lexw)s * coalesce(lex / nullif(total, 0), 0) + %(staticw)s * coalesce(ssim, 0)"
@@ -381,7 +376,7 @@ def _scored_sql(lists: tuple[str, ...], keyword: bool) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: bool) -> str:
+def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: bool, static: bool) -> str:
     """The whole ranking as one statement (one round trip): every ranked list, the candidates'
     scores and their fusion, and the best ``top`` candidates as memory rows in score order.
 
@@ -390,12 +385,11 @@ def _search_sql(lists: tuple[str, ...], where: str, filtered: bool, keyword: boo
     """
     ctes = {
         "semantic": lambda: _semantic_sql(where, filtered),
-        "static": lambda: _semantic_sql(where, filtered, "static_embedding", "static"),
         "fulltext": lambda: _fulltext_sql(where),
         "filter": lambda: _filter_sql(where, keyword),
     }
     return " ".join(
-        f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, keyword)} "
+        f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, keyword, static)} "
         "SELECT t.i, t.score, t.sim, t.lex, t.total, t.modes, r.* "
         f"FROM top t CROSS JOIN LATERAL ({MEMORY_SELECT} WHERE m.id = t.id) r ORDER BY t.i".split()
     )
