@@ -220,7 +220,12 @@ async def test_a_key_rotated_at_the_provider_is_fetched_and_the_built_in_server_
     assert (await _status(server, issuer.token(server.mcp_url, email="ada@example.com")))[0] == 200
     assert issuer.https.requests.count(JWKS_PATH) == fetched + 1  # a known kid: from the cache
 
+    # The REST API, the same server, also takes a token for the server as a whole; /mcp does not.
+    whole = issuer.token(server.base, email="ada@example.com")
+    assert (await _status(server, whole))[0] == 401
     async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        me = await http.get("/v1/whoami", headers={"Authorization": f"Bearer {whole}"})
+        assert me.status_code == 200 and me.json()["user"]["email"] == "ada@example.com"
         prm = (await http.get("/.well-known/oauth-protected-resource/mcp")).json()
         assert prm["resource"] == server.mcp_url and prm["authorization_servers"] == [issuer.url]
         for path in ("/authorize", "/.well-known/oauth-authorization-server"):
@@ -234,3 +239,24 @@ async def test_a_key_rotated_at_the_provider_is_fetched_and_the_built_in_server_
             challenge
             == f'Bearer resource_metadata="{server.base}/.well-known/oauth-protected-resource/mcp", scope="memory"'
         )
+
+
+async def test_a_provider_out_of_reach_refuses_its_tokens_not_the_keys_and_is_not_asked_each_time(
+    db_urls: tuple[str, str], embedder: Embedder, issuer: Issuer
+) -> None:
+    async with run_server(db_urls[0], embedder, oauth_issuer=issuer.url) as guarded:
+        await make_space(guarded.db, "notes")
+        key = await make_key(guarded.db, await make_user(guarded.db, "ada"), {"notes": Access.READ}, "notes")
+        token = issuer.token(guarded.mcp_url, email="ada@example.com")
+        # Without the loopback setting, an issuer on a loopback address is never connected to.
+        assert (await _status(guarded, token))[0] == 401 and issuer.https.requests == []
+        assert (await _status(guarded, key))[0] == 200
+    discovery = REALM + "/.well-known/openid-configuration"
+    published = issuer.https.documents.pop(discovery)
+    async with run_server(
+        db_urls[0], embedder, oauth_issuer=issuer.url, oauth_issuer_allow_loopback=True
+    ) as server:
+        token = issuer.token(server.mcp_url, email="ada@example.com")
+        assert [(await _status(server, token))[0] for _ in range(3)] == [401] * 3
+        assert issuer.https.requests == [discovery]  # one failed fetch, then a wait
+    issuer.https.documents[discovery] = published

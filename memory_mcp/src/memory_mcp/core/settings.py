@@ -159,11 +159,12 @@ class Settings(BaseSettings):
     oauth_user_claim: str = Field(default="email", min_length=1, max_length=200)
     # The issuer's discovery document and JWKS: https only, from public addresses only (loopback only
     # when this is on, for tests), at most this size (the CIMD time limit applies), kept this long; a
-    # token naming an unknown key id fetches them again (at most every oauth_issuer_refetch_s).
+    # token naming an unknown key id fetches them again, and a failed fetch is tried again, at most
+    # every oauth_issuer_refetch_s.
     oauth_issuer_allow_loopback: bool = False
     oauth_issuer_max_bytes: int = Field(default=256 * 1024, ge=1024, le=4 * 1024 * 1024)
-    oauth_issuer_cache_s: int = Field(default=3600, ge=0)
-    oauth_issuer_refetch_s: float = Field(default=10.0, ge=0)
+    oauth_issuer_cache_s: int = Field(default=3600, ge=60)
+    oauth_issuer_refetch_s: float = Field(default=10.0, ge=0, le=3600)
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # "auto": readable lines in a terminal, one JSON object a line otherwise (pods, files, pipes).

@@ -57,31 +57,45 @@ class IssuerKeys:
         self.settings = settings
         self.issuer = settings.oauth_issuer
         self._set: _KeySet | None = None
+        self._tried_at: float | None = None  # time.monotonic() of the last fetch, done or not
+        self._failed_at: float | None = None  # of the last fetch that failed, until one succeeds
         self._lock = asyncio.Lock()
 
     def _fresh(self, now: float) -> bool:
         return self._set is not None and now - self._set.fetched < self.settings.oauth_issuer_cache_s
 
     async def key(self, kid: str) -> dict[str, Any] | None:
-        """The JWK named ``kid``, or None when the provider (asked again if allowed) has none."""
-        now = time.monotonic()
-        if self._fresh(now) and self._set is not None and kid in self._set.keys:
-            return self._set.keys[kid]
+        """The JWK named ``kid``, or None when the provider (asked again if allowed) has none.
+
+        Fetched when the keys are stale (but not again within ``oauth_issuer_refetch_s`` of a
+        failed fetch: a provider that is down is not asked on every request), or when ``kid`` is
+        unknown and the last fetch is at least ``oauth_issuer_refetch_s`` old. Stale keys are never
+        used: a provider that cannot be reached means no token is taken (API keys still are).
+        """
+        current = self._set
+        if current is not None and kid in current.keys and self._fresh(time.monotonic()):
+            return current.keys[kid]
         async with self._lock:
-            current = self._set
             now = time.monotonic()
-            stale = not self._fresh(now)
-            may_refetch = current is None or now - current.fetched >= self.settings.oauth_issuer_refetch_s
-            if current is not None and kid in current.keys and not stale:
-                return current.keys[kid]
-            if stale or may_refetch:
+            current = self._set
+            wait = self.settings.oauth_issuer_refetch_s
+            if not self._fresh(now):
+                due = self._failed_at is None or now - self._failed_at >= wait
+            elif kid not in (current.keys if current else {}):
+                due = self._tried_at is None or now - self._tried_at >= wait
+            else:
+                due = False
+            if due:
+                self._tried_at = now
                 try:
                     self._set = _KeySet(await self._fetch(), time.monotonic())
+                    self._failed_at = None
                 except ClientRefused as exc:
+                    self._failed_at = time.monotonic()
                     log.warning("the OpenID provider's keys could not be fetched: %s", exc)
-                    if current is None or stale:
-                        return None
-            return self._set.keys.get(kid) if self._set is not None else None
+            if self._set is None or not self._fresh(time.monotonic()):
+                return None
+            return self._set.keys.get(kid)
 
     async def _fetch(self) -> dict[str, dict[str, Any]]:
         settings = self.settings
