@@ -62,3 +62,17 @@ def test_an_existing_secret_is_used_and_oauth_can_be_turned_off(render: Renderer
     )
     paths = {p["path"] for p in one(off, "Ingress")["spec"]["rules"][0]["http"]["paths"]}
     assert paths == {"/mcp", "/v1"}
+
+
+def test_an_external_provider_is_passed_on_and_only_the_resource_metadata_is_routed(render: Renderer) -> None:
+    issuer = "https://sso.example.org/realms/memory"
+    manifests = render({**ON, "oauth": {"issuer": issuer, "userClaim": "preferred_username"}})
+    env, _ = _server(manifests)
+    assert env["MEMORY_MCP_OAUTH_ISSUER"]["value"] == issuer
+    assert env["MEMORY_MCP_OAUTH_USER_CLAIM"]["value"] == "preferred_username"
+    assert "MEMORY_MCP_OAUTH_AUDIENCE" not in env  # the server's own /mcp URL
+    paths = {p["path"] for p in one(manifests, "Ingress")["spec"]["rules"][0]["http"]["paths"]}
+    assert paths == {"/mcp", "/v1", "/.well-known/oauth-protected-resource"}
+    audience = render({**ON, "oauth": {"issuer": issuer, "audience": "api://memory"}})
+    assert _server(audience)[0]["MEMORY_MCP_OAUTH_AUDIENCE"]["value"] == "api://memory"
+    assert "MEMORY_MCP_OAUTH_ISSUER" not in _server(render(ON))[0]

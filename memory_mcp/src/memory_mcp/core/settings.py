@@ -148,6 +148,23 @@ class Settings(BaseSettings):
     oauth_cimd_max_bytes: int = Field(default=16 * 1024, ge=512, le=1024 * 1024)
     oauth_cimd_timeout_s: float = Field(default=5.0, gt=0, le=30)
     oauth_cimd_cache_s: int = Field(default=3600, ge=0)
+    # An external OpenID Connect provider (Keycloak, Entra ID, Okta): its issuer URL, exactly as its
+    # tokens' ``iss`` names it. Set, this server is a resource server only (no /authorize, /token,
+    # /register): it takes that issuer's tokens, checked against its JWKS, and API keys; the claim
+    # ``oauth_user_claim`` names the Memory-MCP user (docs/security.md, "External identity provider").
+    oauth_issuer: str | None = None
+    # The audience those tokens must name; unset, this resource's canonical URL (PUBLIC_URL/mcp).
+    oauth_audience: str | None = None
+    # The claim naming the user: a value with "@" is matched to a user's email, others to the name.
+    oauth_user_claim: str = Field(default="email", min_length=1, max_length=200)
+    # The issuer's discovery document and JWKS: https only, from public addresses only (loopback only
+    # when this is on, for tests), at most this size (the CIMD time limit applies), kept this long; a
+    # token naming an unknown key id fetches them again, and a failed fetch is tried again, at most
+    # every oauth_issuer_refetch_s.
+    oauth_issuer_allow_loopback: bool = False
+    oauth_issuer_max_bytes: int = Field(default=256 * 1024, ge=1024, le=4 * 1024 * 1024)
+    oauth_issuer_cache_s: int = Field(default=3600, ge=60)
+    oauth_issuer_refetch_s: float = Field(default=10.0, ge=0, le=3600)
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # "auto": readable lines in a terminal, one JSON object a line otherwise (pods, files, pipes).
@@ -180,6 +197,15 @@ class Settings(BaseSettings):
             or "#" in rest
         ):
             raise ValueError("public_url must be an origin such as https://memory.example.com (no path)")
+        return value
+
+    @field_validator("oauth_issuer")
+    @classmethod
+    def _check_oauth_issuer(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if not value.startswith("https://") or "?" in value or "#" in value or len(value) > 2000:
+            raise ValueError("oauth_issuer must be an https URL without query or fragment")
         return value
 
     @field_validator("embedder")

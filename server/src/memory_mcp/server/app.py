@@ -371,7 +371,7 @@ def create_app(
     app.router.routes.append(
         Route("/mcp", McpAuth(mcp_app, service), methods=["POST"], include_in_schema=False)
     )
-    if settings.oauth_enabled:
+    if settings.oauth_enabled or settings.oauth_issuer:
         install_oauth(app, service)
     # Largest request body by path prefix (the longest matching prefix decides). REST and MCP parse
     # JSON bodies in memory and share the default; an upload route adds its own, larger limit here.

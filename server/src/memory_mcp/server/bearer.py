@@ -104,7 +104,7 @@ def challenge(scope: Scope, settings: Settings) -> str:
     parts = []
     if presented(scope).sent:
         parts.append('error="invalid_token"')
-    if settings.oauth_enabled:
+    if settings.oauth_enabled or settings.oauth_issuer:
         parts.append(f'resource_metadata="{Resource.of(scope, settings).metadata_url}"')
         parts.append(f'scope="{oauth.SCOPE}"')
     else:

@@ -97,8 +97,20 @@ def _address_refused(address: str, allow_loopback: bool) -> bool:
     return not ip.is_global or ip.is_multicast
 
 
-async def fetch_document(url: str, settings: Settings) -> Any:
-    """GET the metadata document at ``url`` under the guards above; its JSON, or ClientRefused."""
+async def fetch_document(
+    url: str,
+    settings: Settings,
+    *,
+    what: str = "the client's metadata",
+    allow_loopback: bool | None = None,
+    max_bytes: int | None = None,
+) -> Any:
+    """GET the metadata document at ``url`` under the guards above; its JSON, or ClientRefused.
+
+    ``what`` names the document in the refusal; an OpenID provider's documents (``oidc``) pass
+    their own loopback setting and size limit."""
+    loopback = settings.oauth_cimd_allow_loopback if allow_loopback is None else allow_loopback
+    limit = settings.oauth_cimd_max_bytes if max_bytes is None else max_bytes
     parts = urlsplit(url)
     try:
         port = parts.port or 443
@@ -106,33 +118,31 @@ async def fetch_document(url: str, settings: Settings) -> Any:
         raise ClientRefused("client_id is not a valid URL") from None
     host = parts.hostname
     if parts.scheme != "https" or not host or parts.username or parts.password or parts.fragment:
-        raise ClientRefused("a client_id URL must be https, without credentials or fragment")
+        raise ClientRefused(f"{what} URL must be https, without credentials or fragment")
     if parts.path in ("", "/"):
-        raise ClientRefused("a client_id URL must have a path")
+        raise ClientRefused(f"{what} URL must have a path")
     try:
         async with asyncio.timeout(settings.oauth_cimd_timeout_s):
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, TimeoutError):
-        raise ClientRefused("the client's metadata host does not resolve") from None
+        raise ClientRefused(f"{what} host does not resolve") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if not addresses or any(_address_refused(a, settings.oauth_cimd_allow_loopback) for a in addresses):
+    if not addresses or any(_address_refused(a, loopback) for a in addresses):
         metrics.OAUTH_EVENTS.labels(event="cimd_refused_address").inc()
-        raise ClientRefused("the client's metadata URL points at a private or local address")
+        raise ClientRefused(f"{what} URL points at a private or local address")
     try:
         async with asyncio.timeout(settings.oauth_cimd_timeout_s):
-            body = await _first_answer(
-                parts.netloc, host, port, parts, addresses, settings.oauth_cimd_max_bytes
-            )
+            body = await _first_answer(parts.netloc, host, port, parts, addresses, limit, what)
     except TimeoutError:
-        raise ClientRefused("the client's metadata URL did not answer in time") from None
+        raise ClientRefused(f"{what} URL did not answer in time") from None
     try:
         return json.loads(bytes(body))
     except ValueError:
-        raise ClientRefused("the client's metadata document is not JSON") from None
+        raise ClientRefused(f"{what} document is not JSON") from None
 
 
 async def _first_answer(
-    netloc: str, host: str, port: int, parts: SplitResult, addresses: list[str], limit: int
+    netloc: str, host: str, port: int, parts: SplitResult, addresses: list[str], limit: int, what: str
 ) -> bytes:
     """The body from the first checked address that takes the connection (a name may resolve to
     ::1 and 127.0.0.1 while the server listens on one), verified for ``host``'s certificate."""
@@ -151,20 +161,20 @@ async def _first_answer(
                     extensions={"sni_hostname": host},
                 ) as response:
                     if response.status_code != 200:
-                        raise ClientRefused(f"the client's metadata URL answered {response.status_code}")
+                        raise ClientRefused(f"{what} URL answered {response.status_code}")
                     declared = response.headers.get("content-length", "")
                     if declared.isdigit() and int(declared) > limit:
-                        raise ClientRefused(f"the client's metadata document is over {limit} bytes")
+                        raise ClientRefused(f"{what} document is over {limit} bytes")
                     body = bytearray()
                     async for chunk in response.aiter_bytes():
                         body += chunk
                         if len(body) > limit:
-                            raise ClientRefused(f"the client's metadata document is over {limit} bytes")
+                            raise ClientRefused(f"{what} document is over {limit} bytes")
                     return bytes(body)
             except httpx2.ConnectError as exc:
                 failure = exc
             except httpx2.HTTPError as exc:
                 failure = exc
                 break
-    log.warning("fetching a client metadata document failed: %s", failure.__class__.__name__)
-    raise ClientRefused("the client's metadata URL could not be fetched over verified https")
+    log.warning("fetching %s failed: %s", what, failure.__class__.__name__)
+    raise ClientRefused(f"{what} URL could not be fetched over verified https")

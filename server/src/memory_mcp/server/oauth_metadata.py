@@ -19,10 +19,11 @@ from .service import MemoryService
 CACHE = {"Cache-Control": "public, max-age=300"}
 
 
-def protected_resource(resource: Resource, identifier: str) -> dict[str, Any]:
+def protected_resource(resource: Resource, identifier: str, issuer: str | None = None) -> dict[str, Any]:
+    """``issuer``: an external OpenID provider's, named instead of this server's own."""
     return {
         "resource": identifier,
-        "authorization_servers": [resource.issuer],
+        "authorization_servers": [issuer or resource.issuer],
         "scopes_supported": [oauth.SCOPE],
         "bearer_methods_supported": ["header"],
         "resource_name": "Memory-MCP",
@@ -50,19 +51,30 @@ def authorization_server(resource: Resource) -> dict[str, Any]:
     }
 
 
-def build_router(service: MemoryService) -> APIRouter:
+def resource_router(service: MemoryService) -> APIRouter:
+    """The protected resource metadata (RFC 9728), naming the authorization server that issues
+    tokens for this server: the built-in one, or the external provider of ``oauth_issuer``."""
     router = APIRouter(include_in_schema=False)
     settings = service.settings
 
     @router.get(PRM_PATH + MCP_PATH)
     async def mcp_resource_metadata(request: Request) -> JSONResponse:
         resource = Resource.of(request.scope, settings)
-        return JSONResponse(protected_resource(resource, resource.mcp), headers=CACHE)
+        return JSONResponse(protected_resource(resource, resource.mcp, settings.oauth_issuer), headers=CACHE)
 
     @router.get(PRM_PATH)
     async def resource_metadata(request: Request) -> JSONResponse:
         resource = Resource.of(request.scope, settings)
-        return JSONResponse(protected_resource(resource, resource.origin), headers=CACHE)
+        return JSONResponse(
+            protected_resource(resource, resource.origin, settings.oauth_issuer), headers=CACHE
+        )
+
+    return router
+
+
+def build_router(service: MemoryService) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+    settings = service.settings
 
     @router.get("/.well-known/oauth-authorization-server")
     async def server_metadata(request: Request) -> JSONResponse:
@@ -76,7 +88,11 @@ def build_router(service: MemoryService) -> APIRouter:
 
 
 def install_oauth(app: FastAPI, service: MemoryService) -> None:
-    """The built-in authorization server and its metadata, served by this same process."""
+    """The built-in authorization server and its metadata, served by this same process; with an
+    external provider (``oauth_issuer``), the resource metadata alone."""
+    app.include_router(resource_router(service))
+    if service.settings.oauth_issuer:
+        return
     app.include_router(build_router(service))
     app.include_router(oauth_authorize.build_router(service))
     app.include_router(oauth_token.build_router(service))

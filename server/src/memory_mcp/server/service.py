@@ -34,6 +34,7 @@ from memory_mcp.store.models import Caller, SpaceContext
 from memory_mcp.store.search import SearchHit
 from memory_mcp.store.secrets import find_secret
 
+from . import oidc
 from .bearer import Resource
 from .documents_worker import embed_batches
 from .schemas import (
@@ -90,6 +91,8 @@ class MemoryService:
         self.oauth_keys = oauth_keys.SigningKeys(
             settings.oauth_signing_keys_dir, overlap_s=settings.oauth_access_token_ttl_s
         )
+        # An external OpenID provider's keys, when one issues this server's tokens (server/oidc.py).
+        self.issuer_keys = oidc.IssuerKeys(settings) if settings.oauth_issuer else None
         # The static model (search's third signal), set once it is loaded or distilled (app.py);
         # until then saves go without its vector (the backfill adds it) and search uses two signals.
         self.static: StaticModel | None = None
@@ -98,9 +101,15 @@ class MemoryService:
         """The verified caller, with one request spent from its key's rate limit (if it has one).
 
         ``token`` is an API key, or (with ``resource``, the server as this request sees it) an
-        OAuth access token, worth at most the key it was granted from.
+        OAuth access token, worth at most the key it was granted from; with ``oauth_issuer`` set,
+        an access token of that provider instead, worth the user's live keys together.
         """
-        if (
+        if token is not None and resource is not None and oauth.looks_like_jwt(token) and self.issuer_keys:
+            audiences = (
+                (self.settings.oauth_audience,) if self.settings.oauth_audience else resource.audiences
+            )
+            caller = await oidc.caller_for_token(self.db, self.issuer_keys, token, audiences)
+        elif (
             token is not None
             and resource is not None
             and self.settings.oauth_enabled

@@ -73,6 +73,56 @@ async def caller_for_key(db: Database, key_id: uuid.UUID) -> Caller:
     return caller_from_row(row, cast(Any, row).prefix)
 
 
+_USER_KEYS_SQL = (
+    CALLER_SQL
+    + """ WHERE k.user_id = (SELECT id FROM users WHERE CASE WHEN %(by_email)s
+        THEN lower(email) = lower(%(who)s) ELSE name = %(who)s END)
+      AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
+    ORDER BY k.updated_at DESC, k.created_at DESC, k.id"""
+)
+_USER_SQL = (
+    "SELECT active FROM users WHERE CASE WHEN %(by_email)s "
+    "THEN lower(email) = lower(%(who)s) ELSE name = %(who)s END"
+)
+_ACCESS_RANK = {a: i for i, a in enumerate(Access)}
+
+
+async def caller_for_user(db: Database, who: str) -> Caller:
+    """The caller behind a user whose identity was verified elsewhere (an external OpenID Connect
+    provider's token): ``who`` with an ``@`` names the user's email (any case), otherwise the name.
+
+    Grants belong to keys, not users, so the user's access is the union of the grants of their
+    live keys (not revoked, not expired), each at the lower of the key's grant and the user's role;
+    where two keys grant one space, the higher access counts. The key of the answer, whose active
+    and default space and rate limit apply, is the one changed most recently (``selectSpace``
+    changes it), else the newest. An unknown or inactive user, or one without a live key, fails as
+    an unknown key does. Read afresh on every request: revoking a key or deactivating the user
+    applies to the next one.
+    """
+    params = {"who": who, "by_email": "@" in who}
+    async with db.autocommit() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+        await cur.execute(_USER_KEYS_SQL, params)
+        rows = await cur.fetchall()
+        if not rows:
+            await cur.execute(_USER_SQL, params)
+            user: Any = await cur.fetchone()
+    if not rows:
+        reason = "unknown_user" if user is None else "inactive_user" if not user.active else "no_live_key"
+        raise _failed(reason, None)
+    callers = [caller_from_row(row, None) for row in rows]
+    best: dict[uuid.UUID, Grant] = {}
+    for caller in callers:
+        for grant in caller.grants:
+            held = best.get(grant.space.id)
+            if held is None or (_ACCESS_RANK[grant.effective], _ACCESS_RANK[grant.access]) > (
+                _ACCESS_RANK[held.effective],
+                _ACCESS_RANK[held.access],
+            ):
+                best[grant.space.id] = grant
+    grants = tuple(sorted(best.values(), key=lambda g: g.space.key))
+    return Caller(user=callers[0].user, key=callers[0].key, grants=grants)
+
+
 def caller_from_row(row: Any, prefix: str | None) -> Caller:
     now = datetime.now(UTC)
     if row.revoked_at is not None:
@@ -134,6 +184,12 @@ def _failed(reason: str, prefix: str | None) -> AuthenticationFailed:
             extra={"fields": {"reason": reason, "key_prefix": prefix, "not_logged": held}},
         )
     return AuthenticationFailed(reason, prefix)
+
+
+def failure(reason: str) -> AuthenticationFailed:
+    """The one refusal of a credential checked outside the store (an external provider's token),
+    logged under the same budget as a key's."""
+    return _failed(reason, None)
 
 
 def default_space(declared: S | None, granted: Sequence[S]) -> S | None:
