@@ -353,7 +353,7 @@ def _scored_sql(lists: tuple[str, ...], keyword: bool, static: bool) -> str:
         lex = "(SELECT coalesce(sum(w.idf), 0) FROM wts w WHERE m.tsv @@ w.q)"
         total = "(SELECT coalesce(sum(idf), 0) FROM wts)"
     closeness = "word_similarity(%(kwraw)s, m.content)" if keyword else "0"
-    static = "1 - (m.static_embedding <=> CAST(%(se)s AS halfvec))" if static else "CAST(NULL AS float8)"
+    ssim = "1 - (m.static_embedding <=> CAST(%(se)s AS halfvec))" if static else "CAST(NULL AS float8)"
     in_semantic = "m.id IN (SELECT id FROM semantic)" if "semantic" in lists else "false"
     if "semantic" in lists or "fulltext" in lists:
         relevance = "coalesce(sim, 0) + %(lexw)s * coalesce(lex / nullif(total, 0), 0) + %(staticw)s * coalesce(ssim, 0)"
@@ -362,7 +362,7 @@ def _scored_sql(lists: tuple[str, ...], keyword: bool, static: bool) -> str:
     return (
         f"cand AS ({candidates}), scored AS MATERIALIZED ("
         f"  SELECT m.id, m.created_at, {similarity} AS sim, {lex} AS lex,"
-        f"    {total} AS total, {closeness} AS closeness, {static} AS ssim, {in_semantic} AS sem"
+        f"    {total} AS total, {closeness} AS closeness, {ssim} AS ssim, {in_semantic} AS sem"
         "  FROM cand c JOIN memories m ON m.id = c.id"
         "), fused AS ("
         f"  SELECT *, {relevance} AS score FROM scored"
