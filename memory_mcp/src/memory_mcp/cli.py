@@ -180,7 +180,7 @@ async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int)
     from rich.progress import Progress
 
     from memory_mcp.embedder.client import BulkPolicy, make_embedder
-    from memory_mcp.embedder.static import load_static_model
+    from memory_mcp.embedder.static import static_model_for
     from memory_mcp.server.backfill import backfill as run_backfill
     from memory_mcp.server.backfill import backfill_static
     from memory_mcp.store import memories
@@ -202,9 +202,9 @@ async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int)
                 lambda n: progress.advance(task, n),
                 BulkPolicy.from_settings(settings),
             )
-        if not settings.static_embedding:
+        static = await static_model_for(settings)
+        if static is None:
             return done, 0
-        static = await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)
         total = await memories.count_missing_embeddings(db, "static_embedding")
         with Progress(console=console) as progress:
             task = progress.add_task("static vectors", total=total)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -280,12 +279,10 @@ async def _import(
 async def _static_model(settings: Settings) -> StaticModel | None:
     """The static model for the import's third-signal vectors; without it (turned off, or it cannot
     be distilled here) they are left to the server's backfill."""
-    from memory_mcp.embedder.static import StaticModelUnavailable, load_static_model
+    from memory_mcp.embedder.static import StaticModelUnavailable, static_model_for
 
-    if not settings.static_embedding:
-        return None
     try:
-        return await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)
+        return await static_model_for(settings)
     except StaticModelUnavailable as exc:
         console.print(f"[yellow]static vectors left to the backfill:[/yellow] {exc}", highlight=False)
         return None

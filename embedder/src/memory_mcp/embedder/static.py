@@ -14,6 +14,7 @@ another teacher, is distilled again.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -22,12 +23,15 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .model import resolve_model_path
+
+if TYPE_CHECKING:
+    from memory_mcp.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -146,3 +150,11 @@ def load_static_model(cache_dir: Path, teacher_path: str | None = None) -> Stati
     if dim != STATIC_DIM:
         raise StaticModelUnavailable(f"the static model at {folder} is {dim} wide, not {STATIC_DIM}")
     return StaticModel(model, dim, folder)
+
+
+async def static_model_for(settings: Settings) -> StaticModel | None:
+    """The static model the settings ask for, read or first distilled in a thread (minutes on a busy
+    machine), or None when ``static_embedding`` is off. Raises :class:`StaticModelUnavailable`."""
+    if not settings.static_embedding:
+        return None
+    return await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)

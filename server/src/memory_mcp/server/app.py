@@ -26,7 +26,7 @@ from memory_mcp.core import local_origin, metrics, package_version, tracing, url
 from memory_mcp.core.logs import describe_exception, request_id_var
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import BulkPolicy, Embedder, EmbedderUnavailable, make_embedder
-from memory_mcp.embedder.static import StaticModelUnavailable, load_static_model
+from memory_mcp.embedder.static import StaticModelUnavailable, static_model_for
 from memory_mcp.server.backfill import backfill, backfill_static
 from memory_mcp.store import memories
 from memory_mcp.store.db import Database
@@ -416,9 +416,11 @@ async def _maintain_static(service: MemoryService, settings: Settings) -> None:
     """Load (or first distil) the static model off the request path, then keep every memory's
     static vector filled in: rows saved before it existed, or while it was being distilled."""
     try:
-        service.static = await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)
+        service.static = await static_model_for(settings)
     except (StaticModelUnavailable, OSError) as exc:
         log.warning("the static embedding is off (search uses two signals): %s", exc)
+        return
+    if service.static is None:
         return
     log.info("static embedding ready (%s)", service.static.path)
     while True:

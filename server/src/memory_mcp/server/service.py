@@ -104,22 +104,18 @@ class MemoryService:
         OAuth access token, worth at most the key it was granted from; with ``oauth_issuer`` set,
         an access token of that provider instead, worth the user's live keys together.
         """
-        if token is not None and resource is not None and oauth.looks_like_jwt(token) and self.issuer_keys:
+        oauth_on = self.issuer_keys is not None or self.settings.oauth_enabled
+        if token is None or resource is None or not oauth_on or not oauth.looks_like_jwt(token):
+            caller = await identity.authenticate(self.db, token)  # an API key (or nothing)
+        elif self.issuer_keys is not None:
             audiences = (
                 (self.settings.oauth_audience,) if self.settings.oauth_audience else resource.audiences
             )
             caller = await oidc.caller_for_token(self.db, self.issuer_keys, token, audiences)
-        elif (
-            token is not None
-            and resource is not None
-            and self.settings.oauth_enabled
-            and oauth.looks_like_jwt(token)
-        ):
+        else:
             caller = await oauth.caller_for_access_token(
                 self.db, self.oauth_keys, token, issuer=resource.issuer, audiences=resource.audiences
             )
-        else:
-            caller = await identity.authenticate(self.db, token)
         try:
             await ratelimit.spend(self.db, caller.key)
         except RateLimited:
