@@ -30,9 +30,9 @@ def obj(kind: str, name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-async def declared_team(db: Database) -> None:
-    """What `memory-mcp apply` makes: a space, a user and a key that belong to their manifests."""
-    text = yaml.safe_dump_all(
+def team_manifests() -> str:
+    """A space, a user and a key, as `memory-mcp apply -f` reads them."""
+    return yaml.safe_dump_all(
         [
             obj("Space", "team-a", displayName="Team A"),
             obj("User", "ada", email="ada@example.com", displayName="Ada", role="Writer"),
@@ -45,7 +45,11 @@ async def declared_team(db: Database) -> None:
             ),
         ]
     )
-    assert (await apply_manifests(db, load_manifests(text, "team.yaml"))).ok
+
+
+async def declared_team(db: Database) -> None:
+    """What `memory-mcp apply` makes: a space, a user and a key that belong to their manifests."""
+    assert (await apply_manifests(db, load_manifests(team_manifests(), "team.yaml"))).ok
 
 
 def test_version_is_the_installed_distribution() -> None:
@@ -167,12 +171,17 @@ async def test_objects_of_manifests_are_refused_with_their_owner(admin: Admin, d
         "user", "create", "ada", "--email", "a@b.io", "--role", "Reader"
     )
     # Revoking is the one change the command line makes to a key of a manifest: it stops a leaked key
-    # now. It says who manages the key and that its manifest still declares it.
+    # now, and applying the manifest again does not bring the secret back.
     revoked = " ".join(admin.ok("key", "revoke", "ada-laptop").stderr.split())
     assert "revoked key 'ada-laptop'" in revoked
     assert (
-        "key 'ada-laptop' is managed by apply/the operator: remove its ApiKey from the manifest too"
-        in revoked
+        "key 'ada-laptop' is managed by apply/the operator: it stays revoked (its ApiKey reports Revoked); "
+        "raise the ApiKey's spec.rotationGeneration to issue a new secret, or remove it" in revoked
+    )
+    again = await apply_manifests(db, load_manifests(team_manifests(), "team.yaml"))
+    assert not again.ok
+    assert [r.describe() for r in again.results][-1].startswith(
+        "apikey/ada-laptop: applied, not usable (Revoked): Key 'ada-laptop' of user 'ada' was revoked at "
     )
     assert {k["name"]: k["revoked_at"] is not None for k in admin.listing("key")}["ada-laptop"]
     assert await spaces.get_space(db, "team-a") is not None

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from memory_mcp.operator.handlers import OperatorOptions
-from memory_mcp.store import apikeys, identity, spaces
+from memory_mcp.store import admin, apikeys, identity, spaces
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
+from memory_mcp.store.ownership import Owner
 from tests.operator.support import (
     OPTIONS,
     USER,
@@ -194,15 +195,11 @@ async def test_resync_repairs_rows_changed_behind_its_back(
     operator.sql("DELETE FROM api_keys WHERE name = 'ada-laptop'")
     await eventually(lambda: _grants_are(db, key, {"alpha": "ReadWrite"}), what="the row restored, same key")
 
-    operator.sql("UPDATE api_keys SET revoked_at = now() WHERE name = 'ada-laptop'")
-    await eventually(lambda: _grants_are(db, key, {"alpha": "ReadWrite"}), what="the revocation undone")
-
     assert cluster.secret_key("agents", "ada-key") == key
     assert len(cluster.requests("POST", "/secrets")) == 1
     repairs = [
         "set grants to alpha=ReadWrite (were alpha=ReadWrite, secret-plans=ReadWrite)",
         "restored the key from Secret agents/ada-key; the database had lost it",
-        "restored the key held in Secret agents/ada-key; the database had another or a revoked one",
     ]
 
     def warnings() -> list[str]:
@@ -216,6 +213,47 @@ async def test_resync_repairs_rows_changed_behind_its_back(
         await eventually(lambda: not unreported(), what="a Warning naming each repair")
     assert not unreported(), f"repairs never reported: {unreported()}; the Warnings: {warnings()}"
     assert all(m.startswith("The database had drifted: ") and m.endswith(".") for m in warnings())
+
+
+async def test_a_hash_changed_by_hand_is_put_back(
+    operator: RunningOperator, cluster: Cluster, db: Database
+) -> None:
+    key = await declare(cluster)
+    await asyncio.sleep(OPTIONS.resync_interval)
+    operator.sql("UPDATE api_keys SET key_hash = md5('x') WHERE name = 'ada-laptop'")
+    await eventually(lambda: _grants_are(db, key, {"alpha": "ReadWrite"}), what="the hash put back")
+    repaired = "restored the key held in Secret agents/ada-key; the database had another one"
+    await eventually(
+        lambda: any(repaired in e["message"] for e in cluster.events("DriftRepaired")), what="the Warning"
+    )
+
+
+async def test_a_revoked_key_stays_revoked_until_it_is_rotated(
+    operator: RunningOperator, cluster: Cluster, db: Database
+) -> None:
+    # `memory-mcp key revoke` is the emergency stop for a leaked key of a manifest: the resync must
+    # not bring the same secret back, and a raised rotationGeneration is the declared way out.
+    key = await declare(cluster)
+    await asyncio.sleep(OPTIONS.resync_interval)
+    assert await admin.revoke_key(db, "ada-laptop") == (True, Owner.MANIFEST)
+    ready = await cluster.ready_because("ApiKey", "ada-laptop", "Revoked")
+    assert ready["status"] == "False"
+    assert "and stays revoked; raise spec.rotationGeneration to issue a new secret" in ready["message"]
+    await asyncio.sleep(3 * OPTIONS.resync_interval)  # several resyncs
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, key)
+    assert cluster.secret_key("agents", "ada-key") == key
+    assert cluster.events("DriftRepaired") == []
+    assert len(cluster.events("Revoked")) == 1
+
+    await cluster.update("ApiKey", "ada-laptop", {"rotationGeneration": 1})
+    new = await eventually(
+        lambda: (k := cluster.secret_key("agents", "ada-key")) != key and k, what="a new secret"
+    )
+    await cluster.ready_because("ApiKey", "ada-laptop", "Reconciled")
+    assert await grants_of(db, new) == {"alpha": "ReadWrite"}
+    with pytest.raises(AuthenticationFailed):
+        await identity.authenticate(db, key)
 
 
 async def _grants_are(db: Database, key: str, expected: dict[str, str]) -> bool:

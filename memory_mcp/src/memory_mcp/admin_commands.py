@@ -374,8 +374,9 @@ def key_revoke(
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Revoke an API key: it stops working at once, and so do the OAuth tokens granted from it (keys
-    of manifests too, see below)."""
+    """Revoke an API key: it stops working at once, and so do the OAuth tokens granted from it. A key
+    of a manifest stays revoked too: apply and the operator issue it a new secret only when its
+    rotationGeneration goes up."""
     from memory_mcp.store import admin
     from memory_mcp.store.ownership import Owner
 
@@ -386,6 +387,6 @@ def key_revoke(
     console.print(f"revoked key '{name}'" if revoked else f"key '{name}' was already revoked")
     if owner is Owner.MANIFEST:
         console.print(
-            f"key '{name}' is managed by apply/the operator: remove its ApiKey from the manifest too, "
-            "or the next apply or operator resync may give it a working secret again"
+            f"key '{name}' is managed by apply/the operator: it stays revoked (its ApiKey reports "
+            "Revoked); raise the ApiKey's spec.rotationGeneration to issue a new secret, or remove it"
         )

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from memory_mcp.operator import reconcile
-from memory_mcp.operator.outcome import Outcome
+from memory_mcp.operator.outcome import REVOKED, Outcome
 from memory_mcp.operator.secrets import SecretRef, StoredKey
 from memory_mcp.operator.specs import API_VERSION, ApiKeySpec, Checker, SpaceSpec, UserSpec, problems_of
 from memory_mcp.store import validation
@@ -161,6 +161,8 @@ class Applied:
 
     def describe(self) -> str:
         """One line for people: what happened to this object."""
+        if self.outcome.reason == REVOKED:  # applied as declared, but revoked by hand: it stays so
+            return f"{self.manifest}: applied, not usable ({REVOKED}): {self.outcome.message}"
         if not self.outcome.ready:
             return f"{self.manifest}: not applied ({self.outcome.reason}): {self.outcome.message}"
         return f"{self.manifest}: {'; '.join(self.outcome.changes) if self.outcome.changes else 'unchanged'}"

@@ -15,6 +15,7 @@ USER_NOT_FOUND = "UserNotFound"
 CONFLICT = "Conflict"
 DELETED = "Deleted"
 RETAINED = "Retained"
+REVOKED = "Revoked"
 
 
 @dataclass(frozen=True)

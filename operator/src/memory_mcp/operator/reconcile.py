@@ -18,7 +18,16 @@ from memory_mcp.store.errors import Conflict, NotFound, SpaceNotFound, Validatio
 from memory_mcp.store.models import User
 from memory_mcp.store.ownership import ManagedElsewhere, Owner, owner_of
 
-from .outcome import CONFLICT, DELETED, RECONCILED, RETAINED, SPACE_NOT_FOUND, USER_NOT_FOUND, Outcome
+from .outcome import (
+    CONFLICT,
+    DELETED,
+    RECONCILED,
+    RETAINED,
+    REVOKED,
+    SPACE_NOT_FOUND,
+    USER_NOT_FOUND,
+    Outcome,
+)
 from .secrets import SecretStore, SecretStoreError, StoredKey
 from .specs import ApiKeySpec, SpaceSpec, UserSpec
 
@@ -317,8 +326,7 @@ class _KeyRun:
                 self.db, self.name, stored.plaintext, stored.rotation_generation, "key.restored", self.actor
             ):
                 self.changes.append(
-                    f"restored the key held in Secret {self.spec.secret_ref}; "
-                    "the database had another or a revoked one"
+                    f"restored the key held in Secret {self.spec.secret_ref}; the database had another one"
                 )
         elif self.secrets.holds_keys:
             await self.issue(
@@ -446,6 +454,14 @@ async def _key_outcome(db: Database, name: str, wanted: ApiKeySpec, user: User, 
     }
     if run.generated_at is not None:
         status["lastRotated"] = run.generated_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if key.revoked_at is not None:
+        # Revoked by hand (`memory-mcp key revoke`): the revocation wins over the declaration, so a
+        # leaked key stays stopped; a new secret is one declared step away.
+        revoked = (
+            f"Key '{name}' of user '{user.name}' was revoked at {key.revoked_at.isoformat(timespec='seconds')} "
+            "and stays revoked; raise spec.rotationGeneration to issue a new secret, or delete the ApiKey."
+        )
+        return Outcome(False, REVOKED, revoked, tuple(run.changes), new_key=run.issued, status=status)
     return Outcome(True, RECONCILED, message, tuple(run.changes), new_key=run.issued, status=status)
 
 

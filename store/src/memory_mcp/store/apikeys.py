@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -312,14 +312,17 @@ async def set_key_secret(
     name: str,
     plaintext: str,
     rotation_generation: int | None = None,
-    action: str = "key.rotated",
+    action: Literal["key.rotated", "key.restored"] = "key.rotated",
     actor: str = "system",
 ) -> bool:
-    """Make ``plaintext`` the key's secret (only its hash is stored) and lift any revocation.
+    """Make ``plaintext`` the key's secret (only its hash is stored).
 
-    The previous secret stops working at once. Returns False when the key already had exactly this
-    secret and was not revoked. ``action`` names the audit event: ``key.rotated`` for a new secret,
-    ``key.restored`` when a secret changed behind the declaring system's back is put back.
+    The previous secret stops working at once. ``action`` names the audit event: ``key.rotated`` for
+    a new secret, which lifts a revocation; ``key.restored`` when a secret changed behind the
+    declaring system's back is put back, which never does: a revocation is a deliberate stop (of a
+    leaked key, say), and bringing the same secret back would undo it. Returns False when nothing
+    changed: the key already had exactly this secret and was not revoked, or it is revoked and this
+    is a restore.
     """
     new = _known_key(plaintext)
     async with db.transaction() as conn:
@@ -331,6 +334,8 @@ async def set_key_secret(
         ).first()
         if row is None:
             raise NotFound("api key", name)
+        if action == "key.restored" and row.revoked_at is not None:
+            return False
         if row.prefix == new.prefix and keys.matches(plaintext, row.key_hash) and row.revoked_at is None:
             return False
         await conn.execute(
