@@ -410,7 +410,8 @@ async def test_pdf_pages_and_recording_length_have_limits(
             failed_pdf = await finished(http, pdf.json()["id"])
             failed_wav = await finished(http, wav.json()["id"])
     assert failed_pdf["status"] == "failed" and "5 pages, over the limit of 3" in failed_pdf["error"]
-    assert failed_wav["status"] == "failed" and "over the limit of" in failed_wav["error"], failed_wav
+    assert failed_wav["status"] == "failed", failed_wav
+    assert "5 seconds long (at least), over the limit of 2 seconds;" in failed_wav["error"], failed_wav
 
 
 async def test_a_small_file_of_one_space_does_not_wait_for_another_spaces_long_scan(
