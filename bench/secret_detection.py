@@ -1,7 +1,8 @@
 """Credential detection benchmark: recall per kind and false positives, for the dev corpus, the
 held-out corpus and an external corpus separately, and time per call on 2,000-character texts.
 
-Run from the repository root: ``python -m bench.secret_detection [--seed N] [--seconds S]``.
+Run from the repository root:
+``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -10,13 +11,22 @@ of detect-secrets (Apache-2.0; the file names the commit), labelled as those tes
 labels answer "does this plugin report this line", not "is this a credential": masks such as
 ``AKIAZZZZZZZZZZZZZZZZ`` count as positives there and a key one character too long as a negative,
 so its figures are a floor for recall and a ceiling for false refusals.
+
+A second outside corpus stays blind: the pattern tests of TruffleHog's detectors
+(``pkg/detectors/**/*_test.go``, AGPL-3.0, so never copied here). ``--trufflehog PATH`` reads them
+from a checkout at run time (``git clone --depth 1 https://github.com/trufflesecurity/trufflehog``):
+every test case whose ``input`` is a plain string literal, a positive when its ``want`` lists a
+result, a negative when it is ``nil`` or empty. The same caveat holds: a negative there means "this
+detector does not report it" (a key too far from its keyword, a near-miss of its own format).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import random
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -119,12 +129,101 @@ def _report_external() -> None:
     )
     print(f"recall: {found / len(positives):.4f} ({found}/{len(positives)})")
     print(f"refused negatives: {refused / len(negatives):.4f} ({refused}/{len(negatives)})")
+    for text in negatives:
+        if (match := find_secret(text)) is not None:
+            print(f"  {match.kind}: {text[:100]!r}")
+
+
+# A test case of TruffleHog's pattern tests: ``input: X,`` then ``want: ...``, where X is a string
+# literal, a string constant declared in the file, or ``fmt.Sprintf`` of those with ``%s``/``%v``.
+_GO_LITERAL = r'(?:`[^`]*`|"(?:[^"\\\n]|\\.)*")'
+_GO_CONSTANT = re.compile(rf"^\s*(\w+)\s*(?::=|=)\s*({_GO_LITERAL})\s*$", re.MULTILINE)
+_GO_INPUT = re.compile(
+    rf"\binput:\s*({_GO_LITERAL}|\w+|fmt\.Sprintf\(\s*{_GO_LITERAL}(?:\s*,\s*\w+)*\s*,?\s*\))\s*,"
+)
+_GO_WANT = re.compile(r"\bwant:\s*(nil\b|\[\]string\{\s*\}|\[\]string\{)")
+_GO_VERB = re.compile(r"%[sv]")
+
+
+def _go_string(literal: str) -> str | None:
+    if literal.startswith("`"):
+        return literal[1:-1]
+    try:
+        value = ast.literal_eval(literal)
+    except (SyntaxError, ValueError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _go_input(expression: str, constants: dict[str, str]) -> str | None:
+    """The string an ``input:`` expression stands for, when it is that simple; otherwise None."""
+    if expression[0] in '`"':
+        return _go_string(expression)
+    if not expression.startswith("fmt.Sprintf("):
+        return constants.get(expression)
+    literal = re.match(_GO_LITERAL, expression[len("fmt.Sprintf(") :].lstrip())
+    if literal is None:
+        return None
+    template = _go_string(literal.group())
+    names = re.findall(r"\w+", expression[len("fmt.Sprintf(") + len(literal.group()) + 1 :])
+    values = [constants.get(name) for name in names]
+    if template is None or None in values or len(_GO_VERB.findall(template)) != len(values):
+        return None
+    parts = iter(values)
+    return _GO_VERB.sub(lambda _: next(parts) or "", template)
+
+
+def trufflehog_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """TruffleHog's detector pattern tests under `root` as (positives labelled by detector, negatives)."""
+    positives: dict[str, str] = {}
+    negatives: set[str] = set()
+    for path in sorted((root / "pkg" / "detectors").rglob("*_test.go")):
+        if path.name.endswith("_integration_test.go"):
+            continue
+        source = path.read_text("utf-8", errors="replace")
+        constants = {
+            name: value
+            for name, literal in _GO_CONSTANT.findall(source)
+            if (value := _go_string(literal)) is not None
+        }
+        inputs = list(_GO_INPUT.finditer(source))
+        for i, found in enumerate(inputs):
+            text = _go_input(found.group(1), constants)
+            end = inputs[i + 1].start() if i + 1 < len(inputs) else len(source)
+            want = _GO_WANT.search(source, found.end(), end)
+            if text is None or not text.strip() or want is None:
+                continue
+            if want.group(1).endswith("{"):
+                positives.setdefault(text, path.parent.name)
+            else:
+                negatives.add(text)
+    negatives -= positives.keys()
+    return sorted((text, detector) for text, detector in positives.items()), sorted(negatives)
+
+
+def _report_trufflehog(root: Path) -> None:
+    positives, negatives = trufflehog_samples(root)
+    found = sum(1 for text, _ in positives if find_secret(text) is not None)
+    refused = sum(1 for text in negatives if find_secret(text) is not None)
+    detectors = len({detector for _, detector in positives})
+    print(
+        f"== blind (TruffleHog detector pattern tests): {len(positives)} positives of {detectors} detectors, "
+        f"{len(negatives)} negatives"
+    )
+    print(f"recall: {found / len(positives):.4f} ({found}/{len(positives)})")
+    print(f"refused negatives: {refused / len(negatives):.4f} ({refused}/{len(negatives)})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--seconds", type=float, default=3.0, help="time spent measuring speed")
+    parser.add_argument(
+        "--trufflehog",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of trufflesecurity/trufflehog (blind corpus)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -135,6 +234,8 @@ def main() -> None:
         verbose=False,
     )
     _report_external()
+    if args.trufflehog is not None:
+        _report_trufflehog(args.trufflehog)
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

@@ -121,6 +121,48 @@ async def test_every_change_is_named_with_its_old_and_new_value(db: Database) ->
     ]
 
 
+async def file_limits(db: Database, key: str) -> tuple[int | None, int | None]:
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT max_pdf_pages, max_media_seconds FROM spaces WHERE key = :k"), {"k": key}
+            )
+        ).one()
+    return row.max_pdf_pages, row.max_media_seconds
+
+
+async def test_a_spaces_own_file_limits_are_stored_and_their_changes_named(db: Database) -> None:
+    manuals = obj(
+        "Space", "manuals", displayName="Manuals", quotas={"maxPdfPages": 5000, "maxMediaSeconds": 600}
+    )
+    created = await apply_text(db, yaml.safe_dump(manuals))
+    assert created.ok and await file_limits(db, "manuals") == (5000, 600)
+    manuals["spec"]["quotas"] = {"maxPdfPages": 20}
+    changed = await apply_text(db, yaml.safe_dump(manuals))
+    assert [r.describe() for r in changed.results] == [
+        "space/manuals: updated space 'manuals': quotas.maxPdfPages 5000 -> 20, quotas.maxMediaSeconds 600 -> none"
+    ]
+    assert await file_limits(db, "manuals") == (20, None)  # None: the server's setting applies
+    assert not (await apply_text(db, yaml.safe_dump(manuals))).results[0].outcome.changed
+
+
+def test_a_file_limit_must_be_a_whole_number_from_one() -> None:
+    bad = obj("Space", "manuals", displayName="Manuals", quotas={"maxPdfPages": 0, "maxMediaSeconds": 1.5})
+    with pytest.raises(ManifestError) as caught:
+        load_manifests(yaml.safe_dump(bad), "team.yaml")
+    where = "Space 'manuals' (team.yaml, document 1)"
+    assert caught.value.problems == [
+        f"{where}: spec.quotas.maxPdfPages: must be an integer from 1 to 2147483647, got 0",
+        f"{where}: spec.quotas.maxMediaSeconds: must be an integer from 1 to 2147483647, got 1.5",
+    ]
+    for value in (True, 2**31, "600"):
+        with pytest.raises(ManifestError, match=r"spec\.quotas\.maxMediaSeconds: must be an integer"):
+            load_manifests(
+                yaml.safe_dump(obj("Space", "m", displayName="M", quotas={"maxMediaSeconds": value})),
+                "t.yaml",
+            )
+
+
 async def test_a_deactivated_user_is_locked_out_of_the_real_server(
     db: Database, db_urls: tuple[str, str]
 ) -> None:
@@ -237,7 +279,7 @@ def test_unknown_fields_are_refused_at_every_level_with_every_other_problem() ->
         f"description, displayName, quotas, writePolicy); {prune}",
         "Space 'gamma' (team.yaml, document 1): spec.displayName: must not be blank",
         f"Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemory: unknown field (spec.quotas has "
-        f"maxBytes, maxDocuments, maxMemories); {prune}",
+        f"maxBytes, maxDocuments, maxMediaSeconds, maxMemories, maxPdfPages); {prune}",
         "Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemories: must be an integer >= 0, got -1",
         f"ApiKey 'k' (team.yaml, document 2): spec.grants[0].role: unknown field (spec.grants[0] has access, "
         f"space); {prune}",

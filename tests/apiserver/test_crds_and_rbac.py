@@ -41,6 +41,8 @@ async def test_crds_are_established_with_their_names_and_columns(
     [
         ("Space", {"description": "no display name"}, "spec.displayName"),
         ("Space", {"displayName": "S", "deletionPolicy": "Keep"}, "spec.deletionPolicy"),
+        ("Space", {"displayName": "S", "quotas": {"maxPdfPages": 0}}, "spec.quotas.maxPdfPages"),
+        ("Space", {"displayName": "S", "quotas": {"maxMediaSeconds": 1.5}}, "spec.quotas.maxMediaSeconds"),
         (
             "ApiKey",
             {

@@ -45,9 +45,11 @@ CASES: dict[str, tuple[str, dict[str, Any] | None, dict[str, Any], list[str]]] =
         "Space",
         None,
         {**SPACE, "quotas": {}},
-        ["quotas must set at least one of maxMemories, maxDocuments, maxBytes"],
+        ["quotas must set at least one of maxMemories, maxDocuments, maxBytes, maxPdfPages, maxMediaSeconds"],
     ),
     "space zero byte quota": ("Space", None, {**SPACE, "quotas": {"maxBytes": 0}}, []),
+    "space only a page limit": ("Space", None, {**SPACE, "quotas": {"maxPdfPages": 5000}}, []),
+    "space only a media limit": ("Space", None, {**SPACE, "quotas": {"maxMediaSeconds": 600}}, []),
     "space without quotas": ("Space", None, without(SPACE, "quotas"), []),
     "user": ("User", None, USER, []),
     "user blank name": ("User", None, {**USER, "displayName": "  "}, ["displayName must not be blank"]),
@@ -148,6 +150,19 @@ def test_the_evaluator_refuses_what_it_cannot_evaluate() -> None:
     assert not evaluate("self.missing > 0", {})
     assert evaluate("self.trim() == 'a'", " a\n")
     assert set(KUBERNETES_FUNCTIONS) == {"trim"}
+
+
+@pytest.mark.parametrize("field", ["maxPdfPages", "maxMediaSeconds"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, 2**31])
+def test_the_schema_refuses_a_file_limit_that_is_not_a_whole_number_from_one(
+    field: str, value: object
+) -> None:
+    def errors(limit: object) -> list[str]:
+        return validation_errors(CRDS["Space"], obj("Space", {**SPACE, "quotas": {field: limit}}))
+
+    assert errors(1) == [] and errors(2**31 - 1) == []
+    refused = errors(value)
+    assert len(refused) == 1 and field in refused[0], refused
 
 
 def test_what_the_removed_rules_said_the_schema_still_refuses() -> None:

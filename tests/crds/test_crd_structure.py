@@ -7,6 +7,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from memory_mcp.store import validation
 from tests.crds.crd_schema import Schema, load_crds, structural_problems, version_schema, walk
 
 CRDS = load_crds()
@@ -151,10 +152,14 @@ def test_space_rules() -> None:
     assert rules_at(schema, ".spec.writePolicy") == [], "the enum says it"
     for quota in ("maxMemories", "maxDocuments", "maxBytes"):
         assert spec["properties"]["quotas"]["properties"][quota]["minimum"] == 0
+    for limit in ("maxPdfPages", "maxMediaSeconds"):  # NULL, not 0, says "the server's setting"
+        assert spec["properties"]["quotas"]["properties"][limit]["minimum"] == 1
+        assert spec["properties"]["quotas"]["properties"][limit]["maximum"] == validation.MAX_SPACE_FILE_LIMIT
     name = schema["properties"]["metadata"]["properties"]["name"]
     assert name["maxLength"] == 63
     assert rules_at(schema, ".spec.quotas") == [
-        "has(self.maxMemories) || has(self.maxDocuments) || has(self.maxBytes)"
+        "has(self.maxMemories) || has(self.maxDocuments) || has(self.maxBytes) || "
+        "has(self.maxPdfPages) || has(self.maxMediaSeconds)"
     ]
     assert rules_at(schema, ".spec.displayName") == ["self.trim().size() > 0"]
 

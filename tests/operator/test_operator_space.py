@@ -32,6 +32,32 @@ async def test_space_is_created_updated_and_reports_status(
     assert (await spaces.get_space(db, "alpha")).display_name == "Team A"  # type: ignore[union-attr]
 
 
+async def test_a_spaces_own_file_limits_are_stored_and_a_change_is_reported(
+    operator: RunningOperator, cluster: Cluster, db: Database
+) -> None:
+    await cluster.create("Space", "manuals", {**SPACE, "quotas": {"maxPdfPages": 2}})
+    await eventually(lambda: cluster.ready("Space", "manuals"), what="Space manuals ready")
+    limits = "SELECT max_pdf_pages, max_media_seconds FROM spaces WHERE key = 'manuals'"
+    assert operator.sql(limits) == [(2, None)]
+    generation = await cluster.update(
+        "Space", "manuals", {"quotas": {"maxPdfPages": 5000, "maxMediaSeconds": 900}}
+    )
+    await eventually(
+        lambda: cluster.get("Space", "manuals")["status"]["observedGeneration"] == generation,
+        what="generation 2",
+    )
+    assert operator.sql(limits) == [(5000, 900)]
+    updated = [e["message"] for e in cluster.events("Reconciled") if e["message"].startswith("Updated")]
+    assert updated == [
+        "Updated space 'manuals': quotas.maxPdfPages 2 -> 5000, quotas.maxMediaSeconds none -> 900."
+    ]
+
+    await cluster.update("Space", "manuals", {"quotas": {"maxPdfPages": 0}})
+    refused = await cluster.ready_because("Space", "manuals", "InvalidSpec")
+    assert refused["message"] == "spec.quotas.maxPdfPages: must be an integer from 1 to 2147483647, got 0"
+    assert operator.sql(limits) == [(5000, 900)]
+
+
 async def test_invalid_space_is_refused_with_the_field(
     operator: RunningOperator, cluster: Cluster, db: Database
 ) -> None:

@@ -27,6 +27,7 @@ from memory_mcp.store.access import Access
 from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
 from memory_mcp.store.ratelimit import RateLimit
+from tests import samples
 from tests.cli_support import Admin
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, mcp_session, run_server
@@ -410,7 +411,48 @@ async def test_pdf_pages_and_recording_length_have_limits(
             failed_pdf = await finished(http, pdf.json()["id"])
             failed_wav = await finished(http, wav.json()["id"])
     assert failed_pdf["status"] == "failed" and "5 pages, over the limit of 3" in failed_pdf["error"]
-    assert failed_wav["status"] == "failed" and "over the limit of" in failed_wav["error"], failed_wav
+    assert failed_wav["status"] == "failed", failed_wav
+    assert "5 seconds long (at least), over the limit of 2 seconds;" in failed_wav["error"], failed_wav
+
+
+async def test_a_spaces_own_limits_replace_the_servers_lower_or_higher(
+    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
+) -> None:
+    """A Space's maxPdfPages and maxMediaSeconds hold its files to its own limits, not the server's."""
+    (tmp_path / "files").mkdir()
+    three_pages = samples.pdf_with_text(tmp_path / "files" / "three.pdf", samples.PDF_PAGES[:3]).read_bytes()
+    four_pages = samples.pdf_with_text(tmp_path / "files" / "four.pdf", samples.PDF_PAGES).read_bytes()
+    async with run_server(
+        db_urls[0], embedder, data_dir=tmp_path, document_poll_s=0.2, max_pdf_pages=3, max_media_seconds=2
+    ) as server:
+        tight = await make_space(server.db, max_pdf_pages=2, max_media_seconds=1)  # an untrusted tenant
+        manuals = await make_space(server.db, max_pdf_pages=10)  # long manuals
+        plain = await make_space(server.db)  # the server's settings
+        user = await make_user(server.db)
+        key = await make_key(server.db, user, dict.fromkeys((tight, manuals, plain), "ReadWrite"))
+        async with httpx2.AsyncClient(
+            base_url=server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        ) as http:
+
+            async def upload(space: str, name: str, data: bytes) -> dict[str, Any]:
+                sent = await http.post(
+                    "/v1/documents", params={"containerTag": space}, files={"file": (name, data)}
+                )
+                assert sent.status_code == 202, sent.text
+                return await finished(http, sent.json()["id"])
+
+            three_in_tight = await upload(tight, "runbook.pdf", three_pages)
+            call_in_tight = await upload(tight, "call.wav", silent_wav(2))
+            three_in_plain = await upload(plain, "runbook.pdf", three_pages)
+            four_in_plain = await upload(plain, "manual.pdf", four_pages)
+            four_in_manuals = await upload(manuals, "manual.pdf", four_pages)
+    assert three_in_tight["status"] == "failed", three_in_tight
+    assert three_in_tight["error"] == "the PDF has 3 pages, over the limit of 2; split it into smaller files"
+    assert call_in_tight["status"] == "failed", call_in_tight
+    assert "over the limit of 1 second;" in call_in_tight["error"], call_in_tight
+    assert three_in_plain["status"] == "done", three_in_plain
+    assert four_in_plain["status"] == "failed" and "4 pages, over the limit of 3;" in four_in_plain["error"]
+    assert four_in_manuals["status"] == "done", four_in_manuals
 
 
 async def test_a_small_file_of_one_space_does_not_wait_for_another_spaces_long_scan(

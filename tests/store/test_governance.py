@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from memory_mcp.store import (
     apikeys,
@@ -211,6 +212,25 @@ async def test_max_documents_counts_documents_not_memories_saved_alone(db: Datab
     with pytest.raises(QuotaExceeded) as refused:
         await documents.save_text(db, writer, None, pipeline.prepare_text(LONG_TEXT + " Again."))
     assert refused.value.quota == "maxDocuments" and refused.value.used == 1
+
+
+async def test_a_spaces_file_limits_are_whole_numbers_from_one_in_the_store_and_the_table(
+    db: Database,
+) -> None:
+    for limits, field in (
+        ({"max_pdf_pages": 0}, "quotas.maxPdfPages"),
+        ({"max_pdf_pages": 2**31}, "quotas.maxPdfPages"),
+        ({"max_media_seconds": -5}, "quotas.maxMediaSeconds"),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            await spaces.upsert_space(db, "manuals", "Manuals", **limits)
+        assert refused.value.field == field
+    assert await spaces.get_space(db, "manuals") is None
+    upserted = await spaces.upsert_space(db, "manuals", "Manuals", max_pdf_pages=5000, max_media_seconds=600)
+    assert (upserted.after["max_pdf_pages"], upserted.after["max_media_seconds"]) == (5000, 600)
+    async with db.transaction() as conn:  # the table holds the same line against a hand-made edit
+        with pytest.raises(IntegrityError, match="spaces_max_pdf_pages_check"):
+            await conn.execute(text("UPDATE spaces SET max_pdf_pages = 0 WHERE key = 'manuals'"))
 
 
 def test_parse_grant_takes_curate() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import json
 import random
 import string
 import sys
 import unicodedata
+from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -500,3 +502,248 @@ def test_base64_values_are_judged_by_what_they_decode_to() -> None:
     password = base64.b64encode(_password().encode()).decode()
     assert find_secret(f"data:\n  api-key: {placeholder}") is None
     assert find_secret(f"data:\n  password: {password}") is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Vendor prefixes, unsigned JWTs, named keys, PEM frames, URL user-info: each family with its
+# near-misses. Every value is generated here; none is copied from a scanner's test corpus.
+# ---------------------------------------------------------------------------------------------
+
+_B64URL = _B62 + "-_"
+_UPPER_DIGITS = string.ascii_uppercase + string.digits
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["glpat-", "gloas-", "gldt-", "glrt-", "glcbt-", "glptt-", "glft-", "glimt-", "glagent-", "glsoat-",
+     "glffct-", "GR1348941"],
+)  # fmt: skip
+def test_every_gitlab_token_prefix_is_a_gitlab_token(prefix: str) -> None:
+    token = prefix + _random(24, _B64URL, seed=len(prefix))
+    assert find_secret(f"CI_JOB_TOKEN_FALLBACK={token}") == SecretMatch("gitlab_token", "a GitLab token")
+    assert find_secret(f"the runner uses {token} since Monday") is not None
+    assert find_secret(f"{prefix}{'x' * 24}") is None
+    assert find_secret(f"GitLab tokens of this kind start with {prefix} and are rotated yearly.") is None
+
+
+def test_gitlab_routable_token_and_session_cookie() -> None:
+    routable = f"glpat-{_random(27, _B64URL)}.01.{_random(9, string.ascii_lowercase + string.digits)}"
+    assert find_secret(f"token: {routable}") == SecretMatch("gitlab_token", "a GitLab token")
+    cookie = f"Cookie: _gitlab_session={_random(32, _HEX)}"
+    assert find_secret(cookie) == SecretMatch("gitlab_token", "a GitLab token")
+
+
+@pytest.mark.parametrize(
+    ("make", "service"),
+    [
+        (lambda: f"pypi-AgEIcHlwaS5vcmc{_random(60, _B64URL)}", "PyPI"),
+        # The token of another index (here test.pypi.org), cut short in a paste: still a token.
+        (
+            lambda: "pypi-" + _b64url(b"\x02\x01\x0dtest.pypi.org\x02")[:-1] + _random(40, _B64URL),
+            "test PyPI",
+        ),
+        (lambda: f"hvs.{_random(96, _B64URL)}", "Vault"),
+        (lambda: f"dp.st.prd.{_random(43)}", "Doppler"),
+        (lambda: f"sntryu_{_random(64, _HEX)}", "Sentry"),
+        (lambda: f"xkeysib-{_random(64, _HEX)}-{_random(16)}", "Brevo"),
+        (lambda: f"pscale_pw_{_random(43, _B64URL)}", "PlanetScale"),
+        (lambda: f"dt0c01.{_random(24, _UPPER_DIGITS)}.{_random(64)}", "Dynatrace"),
+        (lambda: f"NRAK-{_random(27, _UPPER_DIGITS)}", "New Relic"),
+        (lambda: f"rubygems_{_random(48, _HEX)}", "RubyGems"),
+        (lambda: f"LTAI{_random(20)}", "Alibaba"),
+        (lambda: f"sq0csp-{_random(43, _B64URL)}", "Square"),
+        (lambda: f"pplx-{_random(48)}", "Perplexity"),
+        (lambda: f"sha256~{_random(43, _B64URL)}", "OpenShift"),
+        (lambda: f"{_random(32, _HEX)}-us{random.Random(3).randint(1, 21)}", "Mailchimp"),
+    ],
+)
+def test_vendor_tokens_from_the_prefix_table(make: Callable[[], str], service: str) -> None:
+    token = make()
+    for text in (token, f"{service} token: {token}", f'"{token}"', f"export TOKEN={token}"):
+        match = find_secret(text)
+        assert match is not None and match.kind == "service_token", (service, text, match)
+
+
+def test_vendor_prefix_near_misses_pass() -> None:
+    md5 = _random(32, _HEX, seed=4)
+    for text in (
+        f"The file's MD5 is {md5} and its locale en-us.",
+        f"{md5}-usage.csv was uploaded to the bucket.",
+        "PyPI tokens start with pypi- and the upload uses __token__ as the user name.",
+        f"Vault paths such as hvs.{'x' * 96} are masked in the logs.",
+        "Our Dynatrace tenant is dt0c01 in the EU region.",
+        f"sha256:{_random(64, _HEX)} is the image digest.",
+        f"xkeysib-{'*' * 64}-{'*' * 16}",
+        f"path/to/patient_records_{_random(8, '0123456789')}.csv",
+    ):
+        assert find_secret(text) is None, text
+
+
+def _discord_bot_token(seed: int, signature: int = 27) -> str:
+    rng = random.Random(seed)
+    bot_id = str(rng.randint(10**17, 10**19 - 1))
+    return ".".join(
+        (
+            _b64url(bot_id.encode()),
+            _random(6, _B64URL, seed=seed),
+            _random(signature, _B64URL, seed=seed + 1),
+        )
+    )
+
+
+@pytest.mark.parametrize(("seed", "signature"), [(1, 27), (2, 27), (3, 38), (4, 38)])
+def test_discord_bot_tokens(seed: int, signature: int) -> None:
+    token = _discord_bot_token(seed, signature)
+    assert find_secret(f"DISCORD_TOKEN={token}") == SecretMatch("discord_token", "a Discord bot token")
+    assert find_secret(f"bot.run('{token}')") is not None
+
+
+def test_discord_client_secret_after_the_service_name() -> None:
+    text = f"Discord client secret: {_random(32, _B64URL, seed=9)}"
+    assert find_secret(text) is not None
+
+
+def test_dotted_values_that_are_not_discord_tokens() -> None:
+    token = _discord_bot_token(5)
+    head, middle, _ = token.split(".")
+    for text in (
+        f"x{token}",  # inside a longer token: the id part is too long
+        f"{head}.{middle}.{'a' * 27}",  # the signature is a mask
+        "com.example.memory.server.configuration.loader",
+        f"traceparent: 00-{_random(32, _HEX)}-{_random(16, _HEX)}-01",
+        f"{head}.{middle}",
+    ):
+        assert find_secret(text) is None, text
+
+
+def test_unsigned_and_truncated_jwts() -> None:
+    payload = _b64url(json.dumps({"sub": _random(10, _HEX), "role": "admin", "iat": 1735689600}).encode())
+    unsecured = _b64url(b'{"alg":"none","typ":"JWT"}')
+    signed = _b64url(b'{"alg":"HS256","typ":"JWT"}')
+    for text in (f"{unsecured}.{payload}.", f"{unsecured}.{payload}", f"Authorization: {signed}.{payload}"):
+        match = find_secret(text)
+        assert match is not None and match.kind in {"jwt", "bearer_token"}, text
+
+
+def test_base64_json_that_is_not_a_jwt() -> None:
+    no_alg = _b64url(b'{"typ":"JWT","kid":"2024-05"}')
+    header = _b64url(b'{"alg":"none"}')
+    not_json = _b64url(b"just some text, not json")
+    for text in (f"{no_alg}.{no_alg}", f"{header}.{not_json}", f"header {header} alone"):
+        assert find_secret(text) is None, text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "orbital_key = {v}",
+        "orbital-cloud-key: {v}",
+        '"quarry_iam_key" := "{v}"',
+        "QUARRY_KEY={v}",
+        "mailjet_key:'{v}'",
+        "deploy --orbital-api-key {v}",
+    ],
+)
+def test_a_key_named_after_its_service_needs_no_randomness(template: str) -> None:
+    """``abcd1234abcd1234...`` after ``<service>_key`` is a key, however regular it looks."""
+    repeated = (_random(4, string.ascii_lowercase, seed=2) + _random(4, "0123456789", seed=2)) * 5
+    match = find_secret(template.format(v=repeated))
+    assert match is not None, template
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"cache_key: {_random(64, _HEX, seed=6)}",
+        f"idempotency-key: {_random(40, _HEX, seed=7)}",
+        "sort_key = createdAtTimestampUtc2024",
+        "partition_key: tenant_2024_05_region_eu_west",
+        f"recaptcha_site_key = 6Lc{_random(37, _B64URL, seed=8)}",
+        "public_key: /etc/memory/keys/signing-2024.pub",
+        "routing_key = orders.created.v2.eu-west-1",
+        "The api-key option takes the key from the environment.",
+        f"object_key: uploads/2024/{_random(12, _HEX)}.pdf",
+        f"translation_key: checkout.summary.title{random.Random(1).randint(1, 9)}",
+        "session_key = ${SESSION_KEY}",
+        "orbital_key = <your-orbital-key>",
+        "orbital_key: xxxxxxxxxxxxxxxxxxxxxxxx",
+        "orbital_key = 12345678901234567890123",
+        f"job_key: {_random(8, _HEX)}-{_random(4, _HEX)}-{_random(4, _HEX)}-{_random(4, _HEX)}-{_random(12, _HEX)}",
+    ],
+)
+def test_keys_that_are_identifiers_not_credentials(text: str) -> None:
+    assert find_secret(text) is None
+
+
+def _pem_lines(seed: int) -> list[str]:
+    body = base64.b64encode(random.Random(seed).randbytes(180)).decode()
+    return [body[i : i + 64] for i in range(0, len(body), 64)]
+
+
+def test_private_key_lines_quoted_or_commented() -> None:
+    lines = _pem_lines(3)
+    for marker in ("> ", "# ", "// ", '"', " * "):
+        block = "\n".join(
+            marker + line
+            for line in ("-----BEGIN RSA PRIVATE KEY-----", *lines, "-----END RSA PRIVATE KEY-----")
+        )
+        match = find_secret(f"From the old thread:\n{block}")
+        assert match is not None and match.kind == "private_key", marker
+
+
+def test_a_private_key_frame_holds_a_key_whatever_its_body() -> None:
+    scrambled = "\n".join(f"{line[:20]} {line[20:]}!" for line in _pem_lines(4))
+    block = f"-----BEGIN EC PRIVATE KEY-----\n{scrambled}\n-----END EC PRIVATE KEY-----"
+    assert find_secret(block) == SecretMatch("private_key", "a private key")
+    escaped = block.replace("\n", "\\n")
+    assert find_secret(f'{{"key": "{escaped}"}}') is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----",
+        "-----BEGIN RSA PRIVATE KEY-----\n<your key here>\n-----END RSA PRIVATE KEY-----",
+        "-----BEGIN PRIVATE KEY-----\nREDACTED\n-----END PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n-----END OPENSSH PRIVATE KEY-----",
+        "The file runs from -----BEGIN PRIVATE KEY----- to the matching -----END PRIVATE KEY----- line.",
+        "Paste the block starting with -----BEGIN PRIVATE KEY-----\ninto the vault, never into a memory.",
+    ],
+)
+def test_private_key_frames_around_stand_ins_or_prose(text: str) -> None:
+    assert find_secret(text) is None
+
+
+def test_url_user_info_in_and_out_of_quotes() -> None:
+    password = _password(8)
+    for text in (
+        f"git clone https://deploy:{password}@git.example.org/ops/infra.git",
+        f'DATABASE_URL="postgres://app:{password}@db.internal:5432/app"',
+        f"url = 'amqp://worker:{password}@mq:5672/'",
+    ):
+        assert find_secret(text) == SecretMatch(
+            "connection_string_password", "a connection string with an embedded password"
+        ), text
+    for text in (
+        'proxy = "https://proxy.internal:8080";@include "defaults.conf"',
+        "'http://cache:6379';@reload",
+        "`https://api.example.org:443`@v2",
+    ):
+        assert find_secret(text) is None, text
+
+
+def test_values_that_call_themselves_fake_are_stand_ins() -> None:
+    assert find_secret('password = "myfakevalue"') is None
+    assert find_secret("api_secret: FAKE-SECRET-FOR-TESTS-123") is None
+    assert find_secret(f'password = "{_password(9)}"') is not None
+
+
+def test_a_spacing_accent_inside_a_value_does_not_split_it() -> None:
+    """NFKC turns ``¨`` into a space and a combining mark; the value must stay one."""
+    assert find_secret("db_password: '%¨*@!?#&'") is not None
+    assert find_secret(f"pwd = '{_password(10)}´'") is not None
+    assert find_secret("Das Passwort enthält kein ¨ und kein ´.") is None

@@ -35,6 +35,8 @@ def rows() -> list[tuple[str, str, str]]:
     defaults = Settings.model_fields
     upload = int(defaults["max_upload_bytes"].default)
     body = int(defaults["max_body_bytes"].default)
+    pdf_pages = int(defaults["max_pdf_pages"].default)
+    media_seconds = float(defaults["max_media_seconds"].default)
     v = "validation"
     return [
         ("one memory's text", f"{_n(validation.MAX_CONTENT)} characters", f"{v}.MAX_CONTENT"),
@@ -49,6 +51,16 @@ def rows() -> list[tuple[str, str, str]]:
             "text extracted from one file (and one imported document)",
             f"{_n(validation.MAX_EXTRACTED_TEXT)} characters",
             f"{v}.MAX_EXTRACTED_TEXT",
+        ),
+        (
+            "pages of one uploaded PDF (a longer one fails before it is read)",
+            _n(pdf_pages),
+            "`MEMORY_MCP_MAX_PDF_PAGES`, or the Space's `spec.quotas.maxPdfPages`",
+        ),
+        (
+            "length of one uploaded recording, audio or video",
+            f"{media_seconds / 3600:g} hours",
+            "`MEMORY_MCP_MAX_MEDIA_SECONDS`, or the Space's `spec.quotas.maxMediaSeconds`",
         ),
         ("a request body other than an upload or an import", f"{_mb(body)}", "`MEMORY_MCP_MAX_BODY_BYTES`"),
         (

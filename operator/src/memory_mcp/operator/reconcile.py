@@ -41,6 +41,8 @@ _SPACE_FIELDS = {
     "max_memories": "quotas.maxMemories",
     "max_documents": "quotas.maxDocuments",
     "max_bytes": "quotas.maxBytes",
+    "max_pdf_pages": "quotas.maxPdfPages",
+    "max_media_seconds": "quotas.maxMediaSeconds",
 }
 
 
@@ -82,6 +84,24 @@ async def _left_to_cli(db: Database, kind: str, name: str) -> Outcome | None:
 # --- Space --------------------------------------------------------------------------------------
 
 
+async def _upsert_space(db: Database, name: str, wanted: SpaceSpec, actor: str) -> spaces.SpaceUpsert:
+    """Write every declared setting of the space ``name``."""
+    return await spaces.upsert_space(
+        db,
+        name,
+        wanted.display_name,
+        wanted.description,
+        wanted.deletion_policy,
+        wanted.max_memories,
+        wanted.max_documents,
+        actor=actor,
+        write_policy=wanted.write_policy,
+        max_bytes=wanted.max_bytes,
+        max_pdf_pages=wanted.max_pdf_pages,
+        max_media_seconds=wanted.max_media_seconds,
+    )
+
+
 async def reconcile_space(
     db: Database, name: str, spec: Mapping[str, Any], actor: str = DEFAULT_ACTOR
 ) -> Outcome:
@@ -93,18 +113,7 @@ async def reconcile_space(
         return Outcome.invalid(exc)
     if refused := await _managed_by_cli(db, "space", name):
         return refused
-    upserted = await spaces.upsert_space(
-        db,
-        name,
-        wanted.display_name,
-        wanted.description,
-        wanted.deletion_policy,
-        wanted.max_memories,
-        wanted.max_documents,
-        actor=actor,
-        write_policy=wanted.write_policy,
-        max_bytes=wanted.max_bytes,
-    )
+    upserted = await _upsert_space(db, name, wanted, actor)
     counts = await spaces.space_counts(db, name)
     memories, documents = counts or (0, 0)
     changes: tuple[str, ...] = ()
@@ -139,18 +148,7 @@ async def remove_space(
     current = await spaces.get_space(db, name)
     if wanted is not None and current is not None and current.deletion_policy != wanted.deletion_policy:
         # The policy declared last wins, even if the update that changed it was never reconciled.
-        await spaces.upsert_space(
-            db,
-            name,
-            wanted.display_name,
-            wanted.description,
-            wanted.deletion_policy,
-            wanted.max_memories,
-            wanted.max_documents,
-            actor=actor,
-            write_policy=wanted.write_policy,
-            max_bytes=wanted.max_bytes,
-        )
+        await _upsert_space(db, name, wanted, actor)
     applied = await spaces.delete_space(db, name, actor=actor)
     if applied is None:
         return Outcome(True, DELETED, f"Space '{name}' was already absent from the database.")

@@ -137,9 +137,12 @@ class SpaceSpec:
     max_documents: int | None
     write_policy: str = "Direct"
     max_bytes: int | None = None
+    # Limits of one uploaded file; None: the server's settings apply.
+    max_pdf_pages: int | None = None
+    max_media_seconds: int | None = None
 
     FIELDS = ("displayName", "description", "deletionPolicy", "writePolicy", "quotas")
-    QUOTA_FIELDS = ("maxMemories", "maxDocuments", "maxBytes")
+    QUOTA_FIELDS = ("maxMemories", "maxDocuments", "maxBytes", "maxPdfPages", "maxMediaSeconds")
 
     @classmethod
     def parse(cls, spec: object) -> SpaceSpec:
@@ -154,13 +157,29 @@ class SpaceSpec:
             lambda: _count(quotas.get("maxDocuments"), "spec.quotas.maxDocuments"), None
         )
         max_bytes = check.field(lambda: _count(quotas.get("maxBytes"), "spec.quotas.maxBytes"), None)
+        max_pdf_pages = check.field(
+            lambda: validation.file_limit(quotas.get("maxPdfPages"), "spec.quotas.maxPdfPages"), None
+        )
+        max_media_seconds = check.field(
+            lambda: validation.file_limit(quotas.get("maxMediaSeconds"), "spec.quotas.maxMediaSeconds"), None
+        )
         if "quotas" in spec and not any(key in quotas for key in cls.QUOTA_FIELDS):
             check.problems.append(
-                ValidationError("spec.quotas", "must set at least one of maxMemories, maxDocuments, maxBytes")
+                ValidationError("spec.quotas", f"must set at least one of {', '.join(cls.QUOTA_FIELDS)}")
             )
         write_policy = check.field(lambda: _write_policy(spec), "Direct")
         check.done()
-        return cls(display_name, description, policy, max_memories, max_documents, write_policy, max_bytes)
+        return cls(
+            display_name,
+            description,
+            policy,
+            max_memories,
+            max_documents,
+            write_policy,
+            max_bytes,
+            max_pdf_pages,
+            max_media_seconds,
+        )
 
 
 def _display_name(spec: Mapping[str, Any]) -> str:

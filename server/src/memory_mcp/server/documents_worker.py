@@ -190,7 +190,9 @@ class DocumentWorker:
                 language=None,
                 progress=lambda f: progress.set(f * EXTRACTION_SHARE),
                 model_dir=self.model_dir,
-                limits=extractors.Limits(self.settings.max_pdf_pages, self.settings.max_media_seconds),
+                limits=job.limits(
+                    extractors.Limits(self.settings.max_pdf_pages, self.settings.max_media_seconds)
+                ),
             )
             title = row["title"] if (row["metadata"] or {}).get("titleGiven") else None
             contents = await asyncio.to_thread(

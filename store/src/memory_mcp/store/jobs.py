@@ -18,6 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .db import Database
+from .extractors.base import Limits
 from .memories import _every_space
 
 
@@ -27,6 +28,18 @@ class Job:
     space_id: uuid.UUID
     worker: str
     attempts: int  # claims so far, this one included
+    # The space's own limits of one file when it declares them (spec.quotas), read with the claim.
+    max_pdf_pages: int | None = None
+    max_media_seconds: int | None = None
+
+    def limits(self, server: Limits) -> Limits:
+        """The limits this job's file is held to: the space's own where it sets them, else ``server``'s."""
+        return Limits(
+            max_pages=server.max_pages if self.max_pdf_pages is None else self.max_pdf_pages,
+            max_media_seconds=(
+                server.max_media_seconds if self.max_media_seconds is None else self.max_media_seconds
+            ),
+        )
 
 
 def worker_name() -> str:
@@ -64,7 +77,8 @@ _CLAIM_SQL = """
       UPDATE documents d SET status = 'processing', progress = 0, updated_at = now()
       FROM claimed WHERE d.id = claimed.document_id
     )
-    SELECT document_id, space_id, attempts FROM claimed
+    SELECT c.document_id, c.space_id, c.attempts, s.max_pdf_pages, s.max_media_seconds
+    FROM claimed c LEFT JOIN spaces s ON s.id = c.space_id  -- LEFT: the claim above stands even if no row came back
 """
 
 
@@ -72,7 +86,8 @@ async def claim(
     db: Database, worker: str, lease_s: float, skip_spaces: Sequence[uuid.UUID] = ()
 ) -> Job | None:
     """The next job nobody holds (or whose holder's lease ran out), now held by ``worker``: the oldest
-    of the space with the fewest jobs being worked, leaving out ``skip_spaces``."""
+    of the space with the fewest jobs being worked, leaving out ``skip_spaces``; with the space's own
+    file limits."""
     async with _every_space(db) as conn:
         row = (
             await conn.execute(
@@ -81,7 +96,9 @@ async def claim(
         ).first()
     if row is None:
         return None
-    return Job(row.document_id, row.space_id, worker, int(row.attempts))
+    return Job(
+        row.document_id, row.space_id, worker, int(row.attempts), row.max_pdf_pages, row.max_media_seconds
+    )
 
 
 async def heartbeat(db: Database, job: Job, lease_s: float, progress: float | None = None) -> bool:

@@ -23,7 +23,9 @@ Rules
    (``private_key_id`` or an inline ``private_key``), AWS access key ids (``AKIA``/``ASIA`` + 16),
    AWS secret keys (40 base64 characters introduced by an AWS secret-key name), Azure storage account
    keys, connection strings and SAS signatures, GitHub (``ghp_ gho_ ghs_ ghu_ ghr_ github_pat_``),
-   GitLab (``glpat-`` and friends), Slack tokens (``xoxb-`` ...), webhook URLs (Slack, Discord,
+   GitLab (every prefix: ``glpat-``, ``gloas-``, ``glrt-``, ``GR1348941``, ...), Discord bot tokens,
+   Mailchimp keys (``<32 hex>-us6``), the prefixed tokens of the table in `secret_formats` (PyPI of
+   any index and cut short, Vault, Doppler, Sentry, Fly.io, ...), Slack tokens (``xoxb-`` ...), webhook URLs (Slack, Discord,
    Microsoft Teams and Power Automate workflows), Stripe (``sk_live_``, ``rk_live_``, ``sk_test_``,
    ``whsec_``), Anthropic (``sk-ant-``), OpenAI (``sk-``, ``sk-proj-``), Google API keys (``AIza``),
    Google OAuth client secrets and access tokens (``GOCSPX-``, ``ya29.``), Azure AD client secrets
@@ -31,13 +33,17 @@ Rules
    Twilio), npm (``npm_``), Hugging Face (``hf_``); webhook URLs whose path is the secret
    (``/hooks/<random>``: Mattermost, Rocket.Chat; Zapier catch hooks, IFTTT maker keys) and URLs with a
    random ``key``/``token``/``sig`` parameter; keys of services without a prefix of their own
-   (Datadog, New Relic, PagerDuty, Mailgun, ...: a key-shaped value, hex included, after the name).
+   (Datadog, New Relic, PagerDuty, Mailgun, ...: a key-shaped value, hex included, after the name),
+   and any ``<service>_key``/``--<service>-key`` with a key-shaped value, random or not, unless the
+   word before ``key`` names a data-structure key (``cache_key``, ``sort_key``, ``public_key``).
    **AWS documentation keys are refused**: ``AKIAIOSFODNN7EXAMPLE`` and its secret
    ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`` (and the second documented pair) have the shape of
    real keys, so every scanner downstream (push protection, CI, log scrubbers) flags a copy, and an
    agent that learns one from a memory pastes it into code. Masks (``AKIAXXXXXXXXXXXXXXXX``) pass.
 2. **Structural formats**: JWTs (three base64url segments whose header decodes to a JSON object with
-   ``alg``), PEM private-key blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material), the
+   ``alg``; without the signature, the payload must decode to a JSON object too), PEM private-key
+   blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material, also on quoted or commented
+   lines; or a whole BEGIN/END block whose body is not a stand-in), the
    same block base64-encoded once more (``LS0tLS1CRUdJTi...``, as Kubernetes Secret data holds it),
    URLs with a password in the user-info part (``postgres://user:pw@host``, ``redis://:pw@host``),
    ``Authorization: Basic <base64 user:password>``, ``curl -u user:password`` and
@@ -128,6 +134,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .keys import KEY_SCHEME, PREFIX_LEN
+from .secret_formats import TOKEN_FORMATS
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,7 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
     SecretKind("slack_token", "a Slack token"),
     SecretKind("slack_webhook", "a Slack webhook URL"),
     SecretKind("discord_webhook", "a Discord webhook URL"),
+    SecretKind("discord_token", "a Discord bot token"),
     SecretKind("teams_webhook", "a Microsoft Teams webhook or workflow URL"),
     SecretKind("stripe_key", "a Stripe secret key"),
     SecretKind("anthropic_api_key", "an Anthropic API key"),
@@ -170,8 +178,8 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
     SecretKind("npm_token", "an npm access token"),
     SecretKind(
         "service_token",
-        "an access token of a known service (Telegram, PyPI, DigitalOcean, Shopify, Grafana, Linear, "
-        "Postman, Databricks, Atlassian, Notion)",
+        "an access token of a known service (PyPI, Mailchimp, Telegram, DigitalOcean, Shopify, Grafana, "
+        "Vault, Doppler, Sentry, ...)",
     ),
     SecretKind("huggingface_token", "a Hugging Face access token"),
     SecretKind("vendor_api_key", "an API key of a named service (Datadog, New Relic, PagerDuty, ...)"),
@@ -274,6 +282,19 @@ _BLANK = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u2800\u3000]")
 _INNER_BLANK = re.compile("(?<=[!-~])[\u00a0\u1680\u2000-\u200a\u202f\u205f\u2800\u3000]+(?=[!-~])")
 
 
+# Spacing accents (``¨ ´ ¸ ˘``, Greek tonos, Japanese spacing sound marks) that NFKC turns into a
+# space and a combining mark: read as one symbol (``^``), so that ``A,.:-¨@*`` stays one value.
+_SPACING_MARKS = {
+    c: "^"
+    for c in range(0x80, 0x10000)
+    if unicodedata.category(chr(c))[0] in "SP"
+    and (n := unicodedata.normalize("NFKC", chr(c))) != chr(c)
+    and len(n) > 1
+    and n[0] == " "
+}
+_SPACING_MARK = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_SPACING_MARKS)) + "]")
+
+
 def _in_word(char: str) -> bool:
     return char.isalnum() or char in "_-"
 
@@ -308,6 +329,8 @@ def _normalise(text: str) -> str:
         return text
     if _INVISIBLE_OR_BEYOND_BMP.search(text):
         text = _INVISIBLE_BEYOND_BMP.sub("", _INVISIBLE.sub("", text))
+    if _SPACING_MARK.search(text):
+        text = text.translate(_SPACING_MARKS)
     return _fold_mixed_words(unicodedata.normalize("NFKC", text))
 
 
@@ -336,6 +359,7 @@ _PLACEHOLDER_MARKERS = (
     "your",
     "redacted",
     "dummy",
+    "fake",
     "sample",
     "xxxx",
     "****",
@@ -673,6 +697,10 @@ class _Rule:
     searched in the lowercased text, five to ten times faster than a case-insensitive search, and
     `exact` (the same pattern, case-insensitive) re-reads each hit from the original text so that
     the value keeps its case.
+    ``in_tokens``: every match lies inside a run of 20+ token characters (`_TOKEN_RUN`, found once
+    per text); the pattern is searched only there, and its anchors are looked for only where such
+    a run or a part of it (after ``=``, ``.``, ``/``, ...) starts: a table of a hundred vendor
+    prefixes then costs a few µs instead of a hundred substring searches.
     """
 
     kind: str
@@ -682,6 +710,7 @@ class _Rule:
     not_after: str = ""
     exact: re.Pattern[str] | None = None
     anchors: tuple[str, ...] = ()
+    in_tokens: bool = False
 
 
 def _any_case(
@@ -707,13 +736,22 @@ def _value(test: Callable[[str], bool]) -> _Check:
     return check
 
 
-def _jwt_header_has_alg(match: re.Match[str]) -> bool:
-    segment = match.group("h")
+def _json_object(segment: str) -> dict[str, object] | None:
+    """A base64url segment of a JWT decoded to its JSON object, or None."""
     try:
-        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+        decoded = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
     except (binascii.Error, ValueError):
+        return None
+    return decoded if isinstance(decoded, dict) else None
+
+
+def _jwt(match: re.Match[str]) -> bool:
+    """A JWT: a header with ``alg``; without a signature (an unsecured token, ``"alg": "none"``, or a
+    signed one cut short) the payload must decode to a JSON object as well."""
+    header = _json_object(match.group("h"))
+    if header is None or "alg" not in header:
         return False
-    return isinstance(header, dict) and "alg" in header
+    return match.group("s") is not None or _json_object(match.group("p")) is not None
 
 
 def _basic_auth_decodes(match: re.Match[str]) -> bool:
@@ -727,6 +765,22 @@ def _basic_auth_decodes(match: re.Match[str]) -> bool:
 
 def _url_password(password: str) -> bool:
     return len(password) >= 4 and not _is_placeholder(password) and not _is_reference(password)
+
+
+_SCHEME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "+.-")
+
+
+def _url_userinfo(match: re.Match[str]) -> bool:
+    """The password of ``scheme://user:password@host``. A URL in quotes ends at the closing quote:
+    in ``"https://host:8000";@user`` the ``@`` is outside the URL, and there is no password."""
+    text, start = match.string, match.start()
+    while start > 0 and text[start - 1] in _SCHEME_CHARACTERS:
+        start -= 1
+    opening = text[start - 1] if start > 0 else ""
+    password = match.group("v")
+    if opening in "\"'`" and opening and opening in password:
+        return False
+    return _url_password(password)
 
 
 def _assignment(after_colon: Callable[[str], bool]) -> _Check:
@@ -831,6 +885,17 @@ def _cli_long_flag(match: re.Match[str]) -> bool:
     return _COMMAND_LINE.match(match.string, match.string.rfind("\n", 0, match.start()) + 1) is not None
 
 
+def _pem_body(body: str) -> bool:
+    """What a BEGIN/END private-key frame holds is a key unless it is a stand-in."""
+    compact = re.sub(r"(?:\\[nr]|\s)+", " ", body).strip()
+    if len(_ALNUM_ONLY.sub("", compact)) < 8:
+        return False
+    return _STAND_IN_MARKERS.search(compact) is None and _TEMPLATE.search(compact) is None
+
+
+_ALNUM_ONLY = re.compile(r"[^A-Za-z0-9]")
+
+
 def _base64_pem(match: re.Match[str]) -> bool:
     """Base64 whose first bytes decode to a PEM private-key header, with key material after it."""
     data = re.sub(r"\s", "", match.group())
@@ -927,34 +992,36 @@ _ASSIGNED_VALUE = r"""(?P<v>"[^"\n]{0,200}"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s
 # ``password_policy=strict`` is not a password.
 _NAME_END_AND_SEPARATOR = r"""(?![A-Za-z0-9_-])["']?[ \t]*(?P<sep>:=|=>|=|:)[ \t]*"""
 
-# Prefixed tokens of other services, in one pattern: its hints are rare substrings, so for most
-# texts the whole group costs one pass per hint.
-_SERVICE_TOKEN = re.compile(
-    r"(?P<v>\d{8,10}:AA[A-Za-z0-9_-]{33}"  # Telegram bot
-    r"|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"
-    r"|do[opr]_v1_[a-f0-9]{64}"  # DigitalOcean
-    r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"  # Shopify
-    r"|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}"  # Grafana
-    r"|lin_api_[A-Za-z0-9]{40}"  # Linear
-    r"|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"  # Postman
-    r"|dapi[a-f0-9]{32}(?:-\d)?"  # Databricks
-    r"|ATATT3[A-Za-z0-9_=-]{150,}"  # Atlassian
-    r"|ntn_\d{11}[A-Za-z0-9]{35})"  # Notion
-    r"(?![A-Za-z0-9_-])"
-)
-_SERVICE_TOKEN_HINTS = (
-    ":aa",
-    "pypi-",
-    "_v1_",
-    "shp",
-    "glsa_",
-    "glc_",
-    "lin_api_",
-    "pmak-",
-    "dapi",
-    "atatt3",
-    "ntn_",
-)
+
+# Tokens of other services whose format starts with a prefix: the table of `secret_formats`,
+# one rule per kind, tried only where a prefix occurs (`_Rule.anchors`).
+def _prefix_pattern(kind: str) -> re.Pattern[str]:
+    formats = [f for f in TOKEN_FORMATS if f.kind == kind]
+    body = "|".join(f"{re.escape(f.prefix)}{f.body}" for f in formats)
+    return re.compile(f"(?P<v>{body})(?![A-Za-z0-9_-])")
+
+
+def _prefix_anchors(kind: str) -> tuple[str, ...]:
+    return tuple(sorted({f.prefix.lower() for f in TOKEN_FORMATS if f.kind == kind}))
+
+
+# Tokens with a fixed shape but no prefix: Telegram bot tokens (``<bot id>:AA<33>``), Mailchimp API
+# keys (32 hex, then the data centre: ``-us6``), found from their fixed middle part.
+_TELEGRAM = re.compile(r"(?P<v>\d{8,10}:AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])")
+_MAILCHIMP = re.compile(r"(?<=(?<![A-Za-z0-9_-])[0-9a-f]{32})-us\d{1,2}(?![A-Za-z0-9_-])")
+# Discord bot tokens: the bot's id in base64 (a number, so it starts with M, N or O), a dot, a
+# 6-character timestamp, a dot and the HMAC (27 characters, 38 in newer tokens). The pattern starts
+# at the first dot, which is searched for quickly, and the check reads the id backwards from it.
+_DISCORD_BOT_TOKEN = re.compile(r"\.[A-Za-z0-9_-]{6}\.(?P<v>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])")
+_TOKEN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_-")
+
+
+def _discord_bot_token(match: re.Match[str]) -> bool:
+    text, dot = match.string, match.start()
+    start = dot
+    while start > 0 and text[start - 1] in _TOKEN_CHARACTERS and dot - start <= 28:
+        start -= 1
+    return 24 <= dot - start <= 28 and text[start] in "MNO" and _varied(match.group("v"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1129,7 +1196,7 @@ def _url_secret_param(match: re.Match[str]) -> bool:
 # key-shaped value right after the service's name, optionally with "API key", "token" and the like.
 _VENDORS = (
     r"datadog|dd[ _-]?(?:api|app|client)[ _-]?(?:key|token)|new[ _-]?relic|newrelic|pager[ _-]?duty|mailgun|"
-    r"mailchimp|sentry|heroku|algolia|okta|auth0|cloudflare|vercel|netlify|mixpanel|amplitude|bugsnag|"
+    r"mailchimp|discord|sentry|heroku|algolia|okta|auth0|cloudflare|vercel|netlify|mixpanel|amplitude|bugsnag|"
     r"rollbar|circleci|travis|jfrog|artifactory|dropbox|asana|airtable|contentful|launchdarkly|snyk|"
     r"sonarqube|sonarcloud|fastly|pusher|supabase|twitch|braintree|plaid|intercom|zendesk|freshdesk|"
     r"hubspot|salesforce|openweather(?:map)?|mapbox|honeycomb|logdna|loggly|papertrail|opsgenie|splunk|"
@@ -1142,7 +1209,7 @@ _VENDOR_KEY = (
 _VENDOR_HINTS = tuple(
     sorted(
         {
-            "datadog", "dd", "new", "pager", "mailgun", "mailchimp", "sentry", "heroku", "algolia", "okta",
+            "datadog", "dd", "new", "pager", "mailgun", "mailchimp", "discord", "sentry", "heroku", "algolia", "okta",
             "auth0", "cloudflare", "vercel", "netlify", "mixpanel", "amplitude", "bugsnag", "rollbar",
             "circleci", "travis", "jfrog", "artifactory", "dropbox", "asana", "airtable", "contentful",
             "launchdarkly", "snyk", "sonar", "fastly", "pusher", "supabase", "twitch", "braintree", "plaid",
@@ -1174,6 +1241,54 @@ def _random_upper(value: str) -> bool:
 
 
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
+
+# Keys named after what they are keys of, with ``_`` or ``-`` (``softlayer_key``, ``ibm-iam-key``),
+# assigned or after a long flag. Data-structure and identifier keys are not credentials: the word
+# before ``key`` says which (``cache_key``, ``sort_key``, ``public_key``, ``site_key``, ...).
+_NAMED_KEY = (
+    r"[_-]key(?![a-z0-9_-])(?:[\"']?[ \t]*(?::=|=>|=|:)|(?P<flag>[ \t]+))[ \t]*"
+    r"""(?P<v>"[^"\n]{0,200}"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s"'`,;]{1,300})"""
+)
+_NOT_CREDENTIAL_KEYS = frozenset(
+    {
+        "cache", "sort", "partition", "primary", "foreign", "idempotency", "dedup", "dedupe",
+        "deduplication", "lookup", "hash", "range", "row", "shard", "group", "index", "map", "composite",
+        "unique", "natural", "surrogate", "routing", "object", "s3", "bucket", "blob", "file", "content",
+        "build", "public", "pub", "publishable", "site", "host", "checksum", "digest", "etag", "commit",
+        "revision", "trace", "correlation", "request", "event", "message", "translation", "i18n", "label",
+        "metric", "sharding", "join", "dict", "hot",
+    }
+)  # fmt: skip
+_KEY_VALUE = re.compile(r"[A-Za-z0-9_+/=.-]{20,200}")
+
+
+def _key_shaped(value: str) -> bool:
+    """A key's value, random or not: 20+ characters of a token alphabet with an unbroken run of
+    letters and digits, both present (``abcd1234abcd1234...`` included); not a UUID, a version,
+    hyphenated words, a stand-in or a reference."""
+    if not _KEY_VALUE.fullmatch(value) or _is_placeholder(value) or _is_reference(value):
+        return False
+    if _UUID.fullmatch(value) or _HYPHEN_WORDS.fullmatch(value) or _VERSION.fullmatch(value):
+        return False
+    if max((len(run) for run in _ALNUM_RUNS.findall(value)), default=0) < MIN_ALNUM_RUN:
+        return False
+    lower, upper, digit, _ = _classes(value)
+    return digit and (lower or upper)
+
+
+def _named_key(match: re.Match[str]) -> bool:
+    text, start = match.string, match.start()
+    name_start = start
+    while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] in "_-"):
+        name_start -= 1
+    name = text[name_start:start]
+    qualifier = re.split(r"[_-]", name.lower().strip("_-"))[-1] if name.strip("_-") else ""
+    if not qualifier or qualifier in _NOT_CREDENTIAL_KEYS:
+        return False
+    if match.group("flag") is not None and not name.startswith("--"):
+        return False
+    return _key_shaped(_unquote(match.group("v"))[0])
 
 
 _RULES: tuple[_Rule, ...] = (
@@ -1235,9 +1350,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "gitlab_token",
-        re.compile(r"(?P<v>gl(?:pat|dt|rt|ptt|cbt|soat|ft)-[A-Za-z0-9_-]{20,})"),
+        _prefix_pattern("gitlab_token"),
         _value(_varied),
         not_after=_WORD_DASH,
+        anchors=_prefix_anchors("gitlab_token"),
+        in_tokens=True,
     ),
     _Rule(
         "slack_webhook",
@@ -1267,15 +1384,17 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "slack_token",
-        re.compile(r"(?P<v>xox[abposr]-[0-9A-Za-z-]{10,}|xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)"),
+        re.compile(
+            r"(?P<v>xox[abposre]-[0-9A-Za-z-]{10,}|xoxe\.xox[bp]-[0-9A-Za-z-]{10,}|xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)"
+        ),
         _value(_varied),
         not_after=_WORD_DASH,
     ),
     _Rule(
         "stripe_key",
-        re.compile(r"(?P<v>(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[A-Za-z0-9]{24,})"),
+        re.compile(r"(?P<v>(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{16,}|whsec_[A-Za-z0-9]{24,})"),
         _value(_varied),
-        hints=("k_live_", "k_test_", "whsec_"),
+        hints=("k_live_", "k_test_", "k_prod_", "whsec_"),
         not_after=_WORD,
     ),
     _Rule(
@@ -1333,7 +1452,17 @@ _RULES: tuple[_Rule, ...] = (
         _value(_varied),
         not_after=_WORD,
     ),
-    _Rule("service_token", _SERVICE_TOKEN, _value(_varied), _SERVICE_TOKEN_HINTS, _WORD_DASH),
+    _Rule(
+        "service_token",
+        _prefix_pattern("service_token"),
+        _value(_varied),
+        not_after=_WORD_DASH,
+        anchors=_prefix_anchors("service_token"),
+        in_tokens=True,
+    ),
+    _Rule("service_token", _TELEGRAM, _value(_varied), hints=(":aa",), not_after=_WORD_DASH),
+    _Rule("service_token", _MAILCHIMP, hints=("-us",), in_tokens=True),
+    _Rule("discord_token", _DISCORD_BOT_TOKEN, _discord_bot_token, in_tokens=True),
     _any_case(
         "vendor_api_key",
         _VENDOR_KEY,
@@ -1353,16 +1482,35 @@ _RULES: tuple[_Rule, ...] = (
     # Structural formats.
     _Rule(
         "jwt",
-        re.compile(r"(?P<h>ey[A-Za-z0-9_-]{10,})\s*\.\s*ey[A-Za-z0-9_-]{10,}\s*\.\s*[A-Za-z0-9_-]{16,}"),
-        _jwt_header_has_alg,
+        # The signature may be missing: ``header.payload.`` (``"alg": "none"``) or ``header.payload``.
+        re.compile(
+            r"(?P<h>ey[A-Za-z0-9_-]{10,})\s*\.\s*(?P<p>ey[A-Za-z0-9_-]{10,})"
+            r"(?:\s*\.\s*(?P<s>[A-Za-z0-9_-]{16,})|\.?)(?![A-Za-z0-9_-])"
+        ),
+        _jwt,
         not_after=_WORD_DASH,
     ),
     _Rule(
         "private_key",
+        # Key material after the header, also when each line carries a quote or comment marker
+        # (``> `` in a quoted mail, ``# `` or ``// `` in code, ``"...\\n" +`` in a string).
         re.compile(
-            r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:\\[nr]|\s)*"
-            r"(?:Proc-Type:|Version:|[A-Za-z0-9+/=]{20})"
+            r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:\\[nr]|\s|[>#*;\"'+]|//)*"
+            r"(?:Proc-Type:|Version:|(?P<v>[A-Za-z0-9+/=]{20}))"
         ),
+        lambda match: match.group("v") is None or _varied(match.group("v")),
+    ),
+    _Rule(
+        "private_key",
+        # A whole block, BEGIN to END with the body on lines of its own: the frame exists only to
+        # hold a key, so whatever it holds is one, unless it is a stand-in (``...``, ``<key>``,
+        # ``xxxx``, ``REDACTED``). A sentence that names both lines keeps them on one line.
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----[ \t]*(?:\r?\n|\\[rn])"
+            r"(?P<v>[^-]{1,10000}?)-----END[A-Z0-9 ]{0,20} PRIVATE KEY"
+        ),
+        _value(_pem_body),
+        hints=("-----end",),
     ),
     _Rule(
         "private_key",
@@ -1388,7 +1536,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "connection_string_password",
         re.compile(r"://[^\s:/?#@]*:(?P<v>[^\s/?#@]+)@[^\s/?#@]"),
-        _value(_url_password),
+        _url_userinfo,
         hints=("://",),
     ),
     _any_case(
@@ -1477,6 +1625,9 @@ _RULES: tuple[_Rule, ...] = (
         _prose_value(_credential_like),
         anchors=_SECRET_ANCHORS,
     ),
+    # ``softlayer_key = ...``, ``ibm-iam-key: ...``, ``--softlayer-api-key ...``: a key named after
+    # its service gets a key-shaped value, random or not.
+    _any_case("secret_assignment", _NAMED_KEY, _named_key, anchors=("_key", "-key")),
 )
 
 # Credential words in the languages of `_PASSWORD_WORDS`: key, secret, token, password.
@@ -1563,6 +1714,36 @@ def _anchor_positions(lowered: str, anchors: tuple[str, ...]) -> list[int]:
     return sorted(positions)
 
 
+# Runs of characters that tokens are made of, and the characters that start a new part inside one
+# (``TOKEN=glpat-...``, ``cookie=_gitlab_session=...``).
+_TOKEN_RUN = re.compile(r"(?<![A-Za-z0-9_.~+/=-])[A-Za-z0-9_.~+/=-]{20,}")
+_RUN_PART = re.compile(r"[.~+/=]")
+
+
+class _TokenRuns:
+    """The runs of `_TOKEN_RUN` in a text, and where each run or part of one starts; found once per
+    text, when the first ``in_tokens`` rule needs them."""
+
+    def __init__(self, text: str) -> None:
+        self.spans = [run.span() for run in _TOKEN_RUN.finditer(text)]
+        self.starts = [
+            at
+            for start, end in self.spans
+            for at in (start, *(part.end() for part in _RUN_PART.finditer(text, start, end)))
+        ]
+
+
+def _token_matches(rule: _Rule, text: str, lowered: str, runs: _TokenRuns) -> Iterator[re.Match[str]]:
+    """The matches of an ``in_tokens`` rule: searched inside each run, or tried at its anchors."""
+    if not rule.anchors:
+        for start, end in runs.spans:
+            yield from rule.pattern.finditer(text, start, end)
+        return
+    for at in runs.starts:
+        if lowered.startswith(rule.anchors, at) and (found := rule.pattern.match(text, at)) is not None:
+            yield found
+
+
 def _matches(rule: _Rule, subject: str, positions: list[int]) -> Iterator[re.Match[str]]:
     if not rule.anchors:
         yield from rule.pattern.finditer(subject)
@@ -1584,12 +1765,19 @@ def _find(text: str, *, decode: bool) -> SecretMatch | None:
     """The rules on normalised `text`; with `decode`, also on what base64 in it decodes to."""
     lowered = _lower_same_length(text)
     positions: dict[tuple[str, ...], list[int]] = {}
+    runs: _TokenRuns | None = None
     for rule in _RULES:
         if rule.hints and not any(hint in lowered for hint in rule.hints):
             continue
-        if rule.anchors and rule.anchors not in positions:
-            positions[rule.anchors] = _anchor_positions(lowered, rule.anchors)
-        for found in _matches(rule, lowered if rule.exact else text, positions.get(rule.anchors, [])):
+        if rule.in_tokens:
+            if runs is None:
+                runs = _TokenRuns(text)
+            found_in: Iterator[re.Match[str]] = _token_matches(rule, text, lowered, runs)
+        else:
+            if rule.anchors and rule.anchors not in positions:
+                positions[rule.anchors] = _anchor_positions(lowered, rule.anchors)
+            found_in = _matches(rule, lowered if rule.exact else text, positions.get(rule.anchors, []))
+        for found in found_in:
             start = found.start()
             if start and text[start - 1] in rule.not_after:
                 continue

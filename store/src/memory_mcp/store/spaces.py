@@ -57,10 +57,14 @@ async def upsert_space(
     write_policy: str = "Direct",
     max_bytes: int | None = None,
     managed_by: str = "manifest",
+    max_pdf_pages: int | None = None,
+    max_media_seconds: int | None = None,
 ) -> SpaceUpsert:
     """Create or update a space (re-attaching a retained one).
 
-    ``managed_by`` is recorded when the space is created (see :mod:`.ownership`)."""
+    ``max_pdf_pages`` and ``max_media_seconds`` are the space's own limits of one uploaded file
+    (None: the server's settings apply). ``managed_by`` is recorded when the space is created
+    (see :mod:`.ownership`)."""
     validation.space_key(key)
     display_name = validation.non_empty(display_name, "displayName")
     if deletion_policy not in ("Retain", "Delete"):
@@ -74,6 +78,8 @@ async def upsert_space(
     ):
         if quota is not None and quota < 0:
             raise ValidationError(field, "must be >= 0")
+    validation.file_limit(max_pdf_pages, "quotas.maxPdfPages")
+    validation.file_limit(max_media_seconds, "quotas.maxMediaSeconds")
     values = {
         "key": key,
         "display_name": display_name,
@@ -83,6 +89,8 @@ async def upsert_space(
         "max_documents": max_documents,
         "write_policy": write_policy,
         "max_bytes": max_bytes,
+        "max_pdf_pages": max_pdf_pages,
+        "max_media_seconds": max_media_seconds,
     }
     async with db.transaction() as conn:
         before = (
@@ -93,9 +101,10 @@ async def upsert_space(
                 await conn.execute(
                     text(
                         "INSERT INTO spaces (key, display_name, description, deletion_policy, max_memories, "
-                        "max_documents, managed_by, write_policy, max_bytes) VALUES (:key, :display_name, "
-                        ":description, :deletion_policy, :max_memories, :max_documents, :managed_by, "
-                        ":write_policy, :max_bytes) RETURNING *"
+                        "max_documents, managed_by, write_policy, max_bytes, max_pdf_pages, max_media_seconds) "
+                        "VALUES (:key, :display_name, :description, :deletion_policy, :max_memories, "
+                        ":max_documents, :managed_by, :write_policy, :max_bytes, :max_pdf_pages, "
+                        ":max_media_seconds) RETURNING *"
                     ),
                     {**values, "managed_by": managed_by},
                 )
@@ -111,6 +120,7 @@ async def upsert_space(
                     "UPDATE spaces SET display_name = :display_name, description = :description, "
                     "deletion_policy = :deletion_policy, max_memories = :max_memories, "
                     "max_documents = :max_documents, write_policy = :write_policy, max_bytes = :max_bytes, "
+                    "max_pdf_pages = :max_pdf_pages, max_media_seconds = :max_media_seconds, "
                     "detached_at = NULL, updated_at = now() "
                     "WHERE key = :key RETURNING *"
                 ),

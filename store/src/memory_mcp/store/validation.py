@@ -36,6 +36,9 @@ MAX_EXTRACTED_TEXT = 5_000_000
 # about half its real time). Settings `max_pdf_pages` and `max_media_seconds` default to these.
 MAX_PDF_PAGES = 2_000
 MAX_MEDIA_SECONDS = 4 * 3600.0
+# A Space may set its own values of those two (spec.quotas.maxPdfPages and maxMediaSeconds, in whole
+# seconds), above or below the settings, up to what their integer columns hold.
+MAX_SPACE_FILE_LIMIT = 2**31 - 1
 MAX_QUERY = 2000  # a semantic search question
 MAX_KEYWORD = 200  # a literal keyword
 MAX_CATEGORY = 64
@@ -204,6 +207,16 @@ def graph_limit(value: int, field: str = "limit") -> int:
     """Memories per graph page: an integer from 1 to :data:`MAX_GRAPH_LIMIT`."""
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_GRAPH_LIMIT:
         raise ValidationError(field, f"must be an integer from 1 to {MAX_GRAPH_LIMIT}")
+    return value
+
+
+def file_limit(value: object, field: str) -> int | None:
+    """A Space's own page or recording-length limit: None (the server's setting applies) or an
+    integer from 1 to :data:`MAX_SPACE_FILE_LIMIT`."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SPACE_FILE_LIMIT:
+        raise ValidationError(field, f"must be an integer from 1 to {MAX_SPACE_FILE_LIMIT}, got {value!r}")
     return value
 
 

@@ -111,10 +111,17 @@ def probe(path: Path) -> dict[str, object]:
     return info
 
 
+def _length(seconds: float) -> str:
+    """Minutes, or seconds under two minutes (a Space may allow 30 s: "0 minutes" would hide it)."""
+    if seconds < 120:
+        return f"{seconds:,.0f} second{'' if round(seconds) == 1 else 's'}"
+    return f"{seconds / 60:,.0f} minutes"
+
+
 def _too_long(seconds: float, max_seconds: float) -> ExtractionFailed:
     return ExtractionFailed(
-        f"the recording is {seconds / 60:,.0f} minutes long (at least), over the limit of "
-        f"{max_seconds / 60:,.0f} minutes; split it into shorter files"
+        f"the recording is {_length(seconds)} long (at least), over the limit of {_length(max_seconds)}; "
+        "split it into shorter files"
     )
 
 

@@ -1,0 +1,161 @@
+"""Vendor token formats recognised by their prefix: the data behind the prefix rules of `secrets`.
+
+Each entry is a service's published token format: a literal prefix, exactly as the vendor writes
+it, and the shape of what follows. `secrets` compiles the entries of each kind into one rule that
+is tried only where one of the prefixes occurs (found with ``str.find`` on the lowercased text), so
+a new format costs one substring search per save, not one more regular expression scan. A match
+must not follow a letter, digit, ``_`` or ``-`` and must not be followed by one, and its value
+must not be a mask or a stand-in (``glpat-xxxxxxxxxxxxxxxxxxxx``).
+
+The formats follow the vendors' documentation as the gitleaks rule set collects it (gitleaks,
+MIT licence, ``cmd/generate/config/rules``); the patterns here are written for this module. Bodies
+are as long as the vendor's or longer: a token cut short in a paste is still a token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TokenFormat:
+    """A token that starts with a fixed prefix: ``kind`` names the refusal (`secrets.SECRET_KINDS`)."""
+
+    kind: str
+    service: str
+    prefix: str
+    body: str
+
+
+_B64URL = r"[A-Za-z0-9_-]"
+# GitLab's routable tokens end in ``.<2 characters>.<7 characters>`` after the random part.
+_GITLAB_BODY = _B64URL + r"{20,}(?:\.[0-9a-z]{2}\.?[0-9a-z]{7})?"
+
+TOKEN_FORMATS: tuple[TokenFormat, ...] = (
+    # GitLab: every token type has a prefix of its own (GitLab's "token overview").
+    *(
+        TokenFormat("gitlab_token", f"GitLab {name}", prefix, _GITLAB_BODY)
+        for prefix, name in (
+            ("glpat-", "personal, project or group access token"),
+            ("gloas-", "OAuth application secret"),
+            ("gldt-", "deploy token"),
+            ("glrt-", "runner authentication token"),
+            ("GR1348941", "runner registration token (legacy)"),
+            ("glcbt-", "CI/CD job token"),
+            ("glptt-", "pipeline trigger token"),
+            ("glft-", "feed token"),
+            ("glimt-", "incoming mail token"),
+            ("glagent-", "Kubernetes agent token"),
+            ("glsoat-", "SCIM token"),
+            ("glffct-", "feature flags client token"),
+        )
+    ),
+    TokenFormat("gitlab_token", "GitLab session cookie", "_gitlab_session=", r"[0-9a-f]{32}"),
+    # Package registries.
+    # A PyPI token is a macaroon: ``AgE`` is its version and location field, whatever the index
+    # (pypi.org, test.pypi.org, a private one); a truncated one still holds the key material.
+    TokenFormat("service_token", "PyPI", "pypi-AgE", _B64URL + "{30,}"),
+    TokenFormat("service_token", "RubyGems", "rubygems_", r"[a-f0-9]{48}"),
+    TokenFormat("service_token", "Clojars", "CLOJARS_", r"[A-Za-z0-9]{60}"),
+    TokenFormat("service_token", "JFrog Artifactory", "AKCp", r"[A-Za-z0-9]{69}"),
+    TokenFormat("service_token", "JFrog Artifactory reference token", "cmVmd", r"[A-Za-z0-9]{59}"),
+    # Cloud and infrastructure.
+    *(
+        TokenFormat("service_token", "DigitalOcean", prefix, r"[a-f0-9]{64}")
+        for prefix in ("dop_v1_", "doo_v1_", "dor_v1_")
+    ),
+    TokenFormat("service_token", "Alibaba Cloud access key id", "LTAI", r"[A-Za-z0-9]{20}"),
+    TokenFormat("service_token", "Amazon Bedrock API key", "ABSK", r"[A-Za-z0-9+/]{109,269}={0,2}"),
+    TokenFormat("service_token", "Cloudflare origin CA key", "v1.0-", r"[a-f0-9]{24}-[a-f0-9]{146}"),
+    *(
+        TokenFormat("service_token", "Fly.io", prefix, body)
+        for prefix, body in (
+            ("fo1_", _B64URL + "{43}"),
+            ("fm1a_", r"[A-Za-z0-9+/]{100,}={0,3}"),
+            ("fm1r_", r"[A-Za-z0-9+/]{100,}={0,3}"),
+            ("fm2_", r"[A-Za-z0-9+/]{100,}={0,3}"),
+        )
+    ),
+    TokenFormat("service_token", "Heroku", "HRKU-AA", _B64URL + "{58}"),
+    *(
+        TokenFormat("service_token", "HashiCorp Vault", prefix, body)
+        for prefix, body in (("hvs.", _B64URL + "{90,120}"), ("hvb.", _B64URL + "{138,300}"))
+    ),
+    TokenFormat("service_token", "OpenShift user token", "sha256~", _B64URL + "{43}"),
+    TokenFormat("service_token", "Pulumi", "pul-", r"[a-f0-9]{40}"),
+    *(
+        TokenFormat("service_token", "PlanetScale", prefix, r"[A-Za-z0-9_=.-]{32,64}")
+        for prefix in ("pscale_tkn_", "pscale_oauth_", "pscale_pw_")
+    ),
+    TokenFormat("service_token", "Scalingo", "tk-us-", _B64URL + "{48}"),
+    TokenFormat("service_token", "Infracost", "ico-", r"[A-Za-z0-9]{32}"),
+    TokenFormat("service_token", "Prefect", "pnu_", r"[A-Za-z0-9]{36}"),
+    TokenFormat("service_token", "Databricks", "dapi", r"[a-f0-9]{32}(?:-\d)?"),
+    *(
+        TokenFormat("service_token", "Doppler", prefix, r"(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}")
+        for prefix in ("dp.pt.", "dp.st.", "dp.ct.", "dp.sa.", "dp.scim.", "dp.audit.")
+    ),
+    TokenFormat("service_token", "Dynatrace", "dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+    *(
+        TokenFormat("service_token", "Harness", prefix, _B64URL + r"{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}")
+        for prefix in ("pat.", "sat.")
+    ),
+    # Monitoring and developer tools.
+    TokenFormat("service_token", "Grafana service account", "glsa_", r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    TokenFormat("service_token", "Grafana Cloud", "glc_", r"[A-Za-z0-9+/]{32,}={0,2}"),
+    TokenFormat("service_token", "Grafana API key", "eyJrIjoi", r"[A-Za-z0-9]{70,400}={0,2}"),
+    TokenFormat("service_token", "New Relic user API key", "NRAK-", r"[A-Z0-9]{27}"),
+    TokenFormat("service_token", "New Relic insert key", "NRII-", r"[A-Za-z0-9_-]{32}"),
+    TokenFormat("service_token", "Sentry user token", "sntryu_", r"[a-f0-9]{64}"),
+    TokenFormat("service_token", "Sentry organisation token", "sntrys_eyJ", r"[A-Za-z0-9+/=_]{50,}"),
+    TokenFormat("service_token", "Sourcegraph", "sgp_", r"(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}"),
+    TokenFormat("service_token", "Linear", "lin_api_", r"[A-Za-z0-9]{40}"),
+    TokenFormat("service_token", "Postman", "PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}"),
+    TokenFormat("service_token", "Atlassian", "ATATT3", r"[A-Za-z0-9_=-]{150,}"),
+    TokenFormat("service_token", "Notion", "ntn_", r"\d{11}[A-Za-z0-9]{35}"),
+    TokenFormat("service_token", "Airtable personal access token", "pat", r"[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
+    TokenFormat("service_token", "ReadMe", "rdme_", r"[a-z0-9]{70}"),
+    TokenFormat("service_token", "Typeform", "tfp_", r"[A-Za-z0-9_.=-]{59}"),
+    TokenFormat("service_token", "Frame.io", "fio-u-", r"[A-Za-z0-9_=-]{64}"),
+    TokenFormat("service_token", "Adobe client secret", "p8e-", r"[A-Za-z0-9]{32}"),
+    TokenFormat("service_token", "Perplexity", "pplx-", r"[A-Za-z0-9]{48}"),
+    TokenFormat("service_token", "1Password service account", "ops_eyJ", r"[A-Za-z0-9+/]{250,}={0,3}"),
+    TokenFormat(
+        "service_token",
+        "1Password secret key",
+        "A3-",
+        r"[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+    ),
+    # Commerce, payments and messaging.
+    *(
+        TokenFormat("service_token", "Shopify", prefix, r"[a-fA-F0-9]{32}")
+        for prefix in ("shpat_", "shpca_", "shppa_", "shpss_")
+    ),
+    *(
+        TokenFormat("service_token", "Shippo", prefix, r"[a-fA-F0-9]{40}")
+        for prefix in ("shippo_live_", "shippo_test_")
+    ),
+    *(
+        TokenFormat("service_token", "Duffel", prefix, r"[A-Za-z0-9_=-]{43}")
+        for prefix in ("duffel_live_", "duffel_test_")
+    ),
+    *(TokenFormat("service_token", "EasyPost", prefix, r"[A-Za-z0-9]{54}") for prefix in ("EZAK", "EZTK")),
+    *(
+        TokenFormat("service_token", "Flutterwave", prefix, r"[a-hA-H0-9]{32}-X")
+        for prefix in ("FLWSECK-", "FLWSECK_TEST-")
+    ),
+    TokenFormat("service_token", "Square access token", "sq0atp-", _B64URL + "{22,60}"),
+    TokenFormat("service_token", "Square OAuth secret", "sq0csp-", _B64URL + "{40,50}"),
+    *(
+        TokenFormat("service_token", "Facebook / Meta access token", prefix, r"[A-Za-z0-9]{100,}")
+        for prefix in ("EAAM", "EAAC")
+    ),
+    *(
+        TokenFormat("service_token", "Brevo (Sendinblue)", prefix, r"[a-f0-9]{64}-[A-Za-z0-9]{16}")
+        for prefix in ("xkeysib-", "xsmtpsib-")
+    ),
+    *(
+        TokenFormat("service_token", "42 intranet client secret", prefix, r"[a-f0-9]{64}")
+        for prefix in ("s-s4t2ud-", "s-s4t2af-")
+    ),
+)
