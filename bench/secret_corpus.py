@@ -804,10 +804,11 @@ _POSITIVES: tuple[_Family, ...] = (
 _PER_KIND = 4
 
 
-# The AWS documentation's example keys, refused like real ones (see the detector's module docstring).
+# The AWS documentation's example keys, refused like real ones when nothing marks them as examples
+# (see the detector's module docstring).
 _FIXED: tuple[tuple[str, str], ...] = (
     ("AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
-    ("The guide's sample secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY.", "aws_secret_key"),
+    ("secret_access_key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),
 )
 
 
@@ -1451,7 +1452,8 @@ _HELD_OUT_POSITIVES: tuple[_Family, ...] = (
     ),
 )
 
-# The AWS documentation key pair and its sibling; refused (see the detector's module docstring).
+# The AWS documentation key pair and its sibling, not marked as examples; refused (see the detector's
+# module docstring).
 _HELD_OUT_FIXED: tuple[tuple[str, str], ...] = (
     ("From the AWS guide: aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
     ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),

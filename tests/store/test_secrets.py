@@ -450,13 +450,23 @@ def test_lowercase_token_next_to_a_credential_word_but_not_an_uppercase_id() -> 
     assert find_secret(f"The idempotency key for the retried payment was {ulid}.") is None
 
 
-def test_aws_documentation_keys_are_refused() -> None:
-    """Decision: the documented example pair looks like a real key to every scanner downstream."""
+def test_documented_example_keys_pass_only_as_marked_examples() -> None:
+    """Decision: the vendors' documented keys look real to every scanner downstream, so they pass
+    only in a text that calls them examples; alone or in a config line they are refused."""
     assert find_secret("AKIAIOSFODNN7EXAMPLE") == SecretMatch("aws_access_key", "an AWS access key ID")
     secret = SecretMatch("aws_secret_key", "an AWS secret access key")
     assert find_secret("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY") == secret
-    assert find_secret("je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY is the other sample.") == secret
+    assert find_secret("aws_secret_access_key = je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY") == secret
     assert find_secret("The AWS docs use a sample key id that ends in EXAMPLE.") is None
+    assert find_secret("The AWS docs show AKIAIOSFODNN7EXAMPLE as the example access key id.") is None
+    assert find_secret("je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY is the other sample.") is None
+    assert (
+        find_secret("Stripe's documentation uses sk_test_4eC39HqLyjWDarjtT1zdp7dc in its examples.") is None
+    )
+    assert find_secret("Das Beispiel aus der Doku: AKIAI44QH8DHBEXAMPLE") is None
+    # The word marks the documented key only: a real key beside it is still found.
+    real = "AKIA" + _random(16, string.ascii_uppercase + string.digits, seed=31)
+    assert find_secret(f"Example from the docs: AKIAIOSFODNN7EXAMPLE; ours is {real}") is not None
 
 
 @pytest.mark.parametrize(

@@ -36,10 +36,12 @@ Rules
    (Datadog, New Relic, PagerDuty, Mailgun, ...: a key-shaped value, hex included, after the name),
    and any ``<service>_key``/``--<service>-key`` with a key-shaped value, random or not, unless the
    word before ``key`` names a data-structure key (``cache_key``, ``sort_key``, ``public_key``).
-   **AWS documentation keys are refused**: ``AKIAIOSFODNN7EXAMPLE`` and its secret
-   ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`` (and the second documented pair) have the shape of
-   real keys, so every scanner downstream (push protection, CI, log scrubbers) flags a copy, and an
-   agent that learns one from a memory pastes it into code. Masks (``AKIAXXXXXXXXXXXXXXXX``) pass.
+   **Documented example keys pass only as clearly marked examples**: ``AKIAIOSFODNN7EXAMPLE``, its
+   secret ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY``, the second AWS pair and Stripe's published
+   test keys pass in a text that calls them an example, sample or documentation; alone or in a
+   config line they are refused, because they have the shape of real keys, every scanner downstream
+   (push protection, CI, log scrubbers) flags a copy, and an agent that learns one from a memory
+   pastes it into code. Masks (``AKIAXXXXXXXXXXXXXXXX``) pass.
 2. **Structural formats**: JWTs (three base64url segments whose header decodes to a JSON object with
    ``alg``; without the signature, the payload must decode to a JSON object too), PEM private-key
    blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material, also on quoted or commented
@@ -979,10 +981,11 @@ _CLI_LONG_FLAG = re.compile(
     r"--(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase)(?:=|[ \t]+)"
     r"""(?P<v>'[^'\n]{1,200}'|"[^"\n]{1,200}"|[^\s'"]{1,200})"""
 )
-# The AWS documentation's example key pairs. Refused like real keys: they are shaped like real keys,
-# every scanner downstream (push protection, CI, log scrubbers) flags them, and a memory holding one
-# teaches an agent to paste it into code. The key-id rule refuses any AKIA/ASIA id; these catch the
-# secret halves, which otherwise read as placeholders ("EXAMPLE").
+# The AWS documentation's example key pairs. Alone or in a config line they are refused like real
+# keys: they are shaped like real keys, every scanner downstream (push protection, CI, log scrubbers)
+# flags them, and a memory holding one teaches an agent to paste it into code. The key-id rule
+# refuses any AKIA/ASIA id; these catch the secret halves, which otherwise read as placeholders
+# ("EXAMPLE"). A text that names them as examples may hold them (`_DOCUMENTED_EXAMPLES`).
 _AWS_DOCUMENTATION_SECRETS = (
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
@@ -1753,8 +1756,36 @@ def _matches(rule: _Rule, subject: str, positions: list[int]) -> Iterator[re.Mat
             yield found
 
 
+# Keys that vendors publish in their documentation as examples, and the words that mark a text as
+# talking about an example. A text holding one of these keys AND one of those words (outside the
+# key) is read with the keys taken out, so notes about documentation pass while a real key beside
+# them is still found; the bare key, or a config line with no such word, is refused as before.
+_DOCUMENTED_EXAMPLES = (
+    "AKIAIOSFODNN7EXAMPLE",
+    "AKIAI44QH8DHBEXAMPLE",
+    *_AWS_DOCUMENTATION_SECRETS,
+    "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+    "pk_test_TYooMQauvdEDq54NiTphI7jx",
+)
+_EXAMPLE_WORD = re.compile(
+    r"\b(?:examples?|samples?|documentation|docs|documented|placeholders?|tutorials?|"
+    r"beispiel\w*|exemples?|ejemplos?|esempi[oa]?)\b",
+    re.IGNORECASE,
+)
+_DOCUMENTED_EXAMPLE = re.compile("|".join(map(re.escape, _DOCUMENTED_EXAMPLES)))
+
+
+def _without_documented_examples(text: str) -> str:
+    """`text` with the vendors' documented example keys taken out, when it names them as examples."""
+    if _DOCUMENTED_EXAMPLE.search(text) is None:
+        return text
+    rest = _DOCUMENTED_EXAMPLE.sub(" ", text)
+    return rest if _EXAMPLE_WORD.search(rest) else text
+
+
 def find_secret(text: str) -> SecretMatch | None:
     """Return the first credential found in `text` (rules in the module docstring), or None."""
+    text = _without_documented_examples(text)
     for variant in _variants(text):
         if (found := _find(variant, decode=True)) is not None:
             return found
