@@ -3,8 +3,9 @@
 Builds an export-shaped JSONL of distinct memories (generated ~20-word facts, or the turns of the
 public LoCoMo conversations with ``--locomo``), imports it into an empty space of a throw-away
 embedded PostgreSQL and prints memories/s, with the share of the time spent embedding. In the same
-run it encodes the same texts with the plain fp32 model, nothing else (the rate the model allows),
-and prints the import's rate as a ratio of that. A second run of the same file shows what a re-run
+run it encodes the same texts with the plain model, nothing else (the rate the model allows), in fp32
+and in the number format the import runs in (bf16 where the start-up probe chose it), and prints the
+import's rate as a ratio of each. A second run of the same file shows what a re-run
 costs (it adds nothing).
 
     python -m bench.import_rate                  # 2,000 generated memories, batches of 64
@@ -118,16 +119,26 @@ async def run(args: argparse.Namespace, app_url: str) -> None:
         await embedder.embed(["warm up the model"])
         texts = locomo_texts(args.locomo, args.count) if args.locomo else None
         lines = export_lines(args.count, texts=texts)
-        plain_model = load_model(None, "cpu")
+        precision = getattr(getattr(embedder, "model", None), "precision", None)
+        mode = precision.mode if precision else "fp32"
+        # The baselines: the plain fp32 model, and the plain model in the number format the import
+        # runs in (bf16 where the start-up probe chose it), nothing else around them.
+        plain_models = {"fp32": load_model(None, "cpu")}
+        if mode != "fp32":
+            plain_models[mode] = load_model(None, "cpu", precision=mode)
         contents = [json.loads(line)["content"] for line in lines]
-        encode(plain_model, contents[: args.batch_size], batch_size=args.batch_size)  # warm-up
+        for plain_model in plain_models.values():
+            encode(plain_model, contents[: args.batch_size], batch_size=args.batch_size)  # warm-up
 
-        def plain() -> float:
-            """Seconds to encode the same texts in the same batches with the plain fp32 model."""
-            started = time.perf_counter()
-            for start in range(0, len(contents), args.batch_size):
-                encode(plain_model, contents[start : start + args.batch_size], batch_size=args.batch_size)
-            return time.perf_counter() - started
+        def plain() -> dict[str, float]:
+            """Seconds to encode the same texts in the same batches with each plain model."""
+            seconds = {}
+            for name, plain_model in plain_models.items():
+                started = time.perf_counter()
+                for start in range(0, len(contents), args.batch_size):
+                    encode(plain_model, contents[start : start + args.batch_size], batch_size=args.batch_size)
+                seconds[name] = time.perf_counter() - started
+            return seconds
 
         # Timed before and after the import, and averaged: on shared cores the machine's speed
         # drifts within a run, and one side of the import alone would carry that drift.
@@ -153,25 +164,27 @@ async def run(args: argparse.Namespace, app_url: str) -> None:
             profiler.disable()
         write_s = time.perf_counter() - started
         plain_after = plain()
-        plain_s = (plain_before + plain_after) / 2
         total = check_s + write_s
         assert report.imported == args.count, report.as_dict()
         chars = sum(len(c) for c in contents) / len(contents)
         print(f"machine: {machine()}")
         print(f"cpu flags (vector units): {cpu_vector_flags()}")
-        precision = getattr(getattr(embedder, "model", None), "precision", None)
         print(
-            f"model: {embedder.name} ({precision.mode if precision else 'fp32'}), {args.count} memories "
+            f"model: {embedder.name} ({mode}), {args.count} memories "
             f"({'LoCoMo turns' if args.locomo else 'generated facts'}, {chars:.0f} characters on average), "
             f"batches of {args.batch_size}, static vectors {'on' if static else 'off'}"
         )
-        plain_rate, rate = args.count / plain_s, args.count / total
+        rate = args.count / total
+        ratios = []
+        for name in plain_models:
+            plain_rate = args.count / ((plain_before[name] + plain_after[name]) / 2)
+            ratios.append(f"{rate / plain_rate:.2f}x plain {name}")
+            print(
+                f"plain {name} encoding of the same texts: {plain_rate:.1f}/s ({plain_before[name]:.2f} s "
+                f"before the import, {plain_after[name]:.2f} s after)"
+            )
         print(
-            f"plain fp32 encoding of the same texts: {plain_rate:.1f}/s ({plain_before:.2f} s before the "
-            f"import, {plain_after:.2f} s after)"
-        )
-        print(
-            f"import: {rate:.1f} memories/s = {rate / plain_rate:.2f}x plain encoding ({total:.2f} s: "
+            f"import: {rate:.1f} memories/s = {', '.join(ratios)} encoding ({total:.2f} s: "
             f"check {check_s:.2f} s, embedding {embed_s:.2f} s = {100 * embed_s / total:.0f}%, "
             f"the rest {write_s - embed_s:.2f} s = {100 * (write_s - embed_s) / total:.0f}%)"
         )
