@@ -8,13 +8,39 @@ embedder, the bootstrap key), then:
 - MCP: hypothesis draws arguments for every tool, hostile text included (NUL, control and format
   characters, over-long strings, wrong types, huge pages), called through the `mcp` SDK client over
   streamable HTTP; plus a few raw JSON-RPC bodies a client library would never send (lone
-  surrogate escapes, CESU-8 bytes, NUL in names, bodies over the size limit).
+  surrogate escapes, CESU-8 bytes, NUL in names, bodies over the size limit);
+- uploads (POST /v1/documents, /v1/uploads, /v1/uploads/{token}): multipart bodies built by hand,
+  so they can be broken: no closing boundary or cut inside the file, the upload token after the file
+  part, a bogus, empty, hostile or missing token (valid ones are minted with prepare-file-upload),
+  two files, hostile file names, titles and categories (NUL, control characters, 5,000 characters,
+  credentials), wrong part and request Content-Types;
+- the import route (POST /v1/spaces/{key}/import?from=FORMAT, with a key that has the Curate grant):
+  every format and some wrong names, bad JSON, deep nesting, the wrong shape, a 3 MB line, zips with
+  ../, absolute, drive-letter, symlink and NUL member names, a zip bomb, a truncated zip, hostile
+  file names;
+- decompression bombs (bench/upload_bombs.py: the 12,500 x 12,500 PNG and the .docx whose
+  document.dat inflates to 1 GiB) uploaded, and waited for until the worker is done with them, while
+  the server's RSS is sampled every 50 ms (psutil): before, after and the peak are printed;
+- OAuth (/register, /authorize GET and POST, /authorize/consent, /token, /revoke, the metadata
+  documents): hypothesis-drawn JSON, form bodies and query strings, repeated parameters, bad PKCE
+  challenges, bad redirect URIs, oversized client metadata, client ids that are metadata-document
+  URLs pointing at loopback, private or invalid hosts; then a real code and refresh token used
+  wrongly (a wrong verifier, another redirect URI, the code twice, another client's refresh token,
+  a revoked one).
+
+The OpenAPI document names the query parameters of the upload and import routes (schemathesis
+fuzzes those, a wrong ``from`` included) but not their multipart bodies, and leaves OAuth out: those
+bodies are drawn here. The server runs with the registration limit raised and a 2 s limit on
+fetching a client metadata document, so the fuzzer gets past both.
 
 Target: no 5xx, no tool call ending as an unhandled exception, and every log line of the server one
-JSON object without a traceback of a request. Tool errors that do not read ``field: problem`` are
-listed (they are reported, not failed).
+JSON object without a traceback of a request. Tool errors that do not read ``field: problem``, REST
+errors not shaped {error, message, field}, OAuth back-channel errors without {error,
+error_description} and /authorize errors that are not an HTML page are listed (reported, not
+failed); the raw request of each 5xx is printed to reproduce it.
 
-    python -m bench.fuzz [--examples 60]
+    python -m bench.fuzz [--examples 60] [--surfaces rest,mcp,upload,import,oauth,bomb]
+    python -m bench.fuzz --examples 20          # the quick run
 """
 
 from __future__ import annotations
@@ -22,20 +48,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zipfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 import requests
@@ -47,7 +77,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from schemathesis.core.result import Ok
 
-from bench.load import free_port, wait_ready
+from bench import paths, upload_bombs
+from bench.common import free_port
+from bench.load import wait_ready
 from memory_mcp.store import validation
 
 # A tool error reads "field: problem" (DESIGN.md, Errors); the field may be nested ("grants[0].space").
@@ -179,6 +211,7 @@ class Tally:
         self.server_errors: list[str] = []
         self.unshaped: Counter[str] = Counter()
         self.unshaped_examples: dict[str, str] = {}
+        self.repro: list[str] = []  # the raw requests that were answered 5xx (uploads, import, OAuth)
         self.lock = threading.Lock()
 
     def http(self, surface: str, label: str, status: int) -> None:
@@ -326,13 +359,655 @@ def raw_tool_result(body: bytes, response: httpx2.Response, tally: Tally) -> Non
         tally.tool_error(str(request["params"]["name"]), str(content[0].get("text", "")))
 
 
+# --- uploads, the import route, decompression bombs and OAuth --------------------------------------
+# The OpenAPI document names the query parameters of POST /v1/documents, /v1/uploads/{token} and
+# /v1/spaces/{key}/import (schemathesis above fuzzes those, a wrong `from` included), but not their
+# multipart bodies, and the OAuth endpoints are not in it at all: the bodies are drawn here.
+
+CREDENTIALS = [
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "password=hunter2hunter2",
+    "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "-----BEGIN RSA PRIVATE KEY-----",
+]
+HOSTILE_NAMES = [
+    "",
+    " ",
+    ".",
+    "..",
+    "a\x00b.txt",
+    "\x00",
+    "note\r\nX-Injected: 1.txt",
+    'quote".txt',
+    "note \x07\x1b[31m.txt",
+    "\u202etxt.exe",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "C:\\Windows\\win.ini",
+    "\\\\server\\share\\x.md",
+    "x" * 5000 + ".txt",
+    "\U0001f642" * 300 + ".md",
+    "é" * 200 + ".md",
+    "\ud800.txt",
+    *(f"{c}.txt" for c in CREDENTIALS),
+]
+
+
+def hostile_name() -> st.SearchStrategy[str | None]:
+    return weighted(
+        (4, st.sampled_from(HOSTILE_NAMES)),
+        (2, st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=300)),
+        (2, st.sampled_from(["note.txt", "notes.md", "data.csv", "scan.png", "export.zip"])),
+        (1, st.none()),
+    )
+
+
+def hostile_field() -> st.SearchStrategy[str]:
+    return weighted((3, text(120)), (2, st.sampled_from(CREDENTIALS)), (1, st.just("t" * 5000)))
+
+
+FILE_BODIES = [
+    b"The release train leaves on Thursday at ten; bring the signed forms.\n",
+    b"",
+    b"\x00\x01\x02\x03" * 64,
+    b"%PDF-1.4\n%garbage that is not a PDF\n",
+    b"\x89PNG\r\n\x1a\n" + b"\x00" * 40,
+    b"PK\x03\x04" + b"\x00" * 40,
+    b"GIF89a" + b"\xff" * 30,
+    b"id,name\n1,\x00\n2,\xff\xfe\n",
+    ("The deploy key is " + CREDENTIALS[0] + " for the staging bucket.\n").encode(),
+    b"\xef\xbb\xbf" + "caf\u00e9 \u202e notes ".encode() * 20,
+]
+PART_TYPES = [None, "text/plain", "image/png", "application/x-msdownload", "text/plain; charset=\x07", "*/*"]
+
+
+def request_type(boundary_ct: str) -> st.SearchStrategy[str]:
+    """The request's Content-Type: mostly the right one, sometimes one that does not fit the body."""
+    return weighted(
+        (6, st.just(boundary_ct)),
+        (1, st.sampled_from(["multipart/form-data", "multipart/form-data; boundary="])),
+        (1, st.sampled_from(["application/json", "text/plain", "application/octet-stream"])),
+        (1, st.just(boundary_ct.replace("form-data", "mixed"))),
+        (1, st.sampled_from(["", "multipart/form-data; boundary=other"])),
+    )
+
+
+UPLOAD_CASE = st.fixed_dictionaries(
+    {
+        "route": st.sampled_from(["documents", "uploads-form", "uploads-url"]),
+        "token": st.sampled_from(["valid", "valid", "bogus", "missing", "empty", "hostile"]),
+        "token_after_file": st.booleans(),
+        "file": weighted((5, st.sampled_from(FILE_BODIES)), (1, st.binary(max_size=512))),
+        "filename": hostile_name(),
+        "part_type": st.sampled_from(PART_TYPES),
+        "fields": st.dictionaries(
+            st.sampled_from(["title", "category", "containerTag", "extra"]), hostile_field(), max_size=3
+        ),
+        "query": st.dictionaries(st.sampled_from(["title", "category"]), hostile_field(), max_size=2),
+        "ending": st.sampled_from(["closed", "closed", "closed", "no closing boundary", "cut in the file"]),
+        "two_files": weighted((9, st.just(False)), (1, st.just(True))),
+        "with_key": st.booleans(),
+    }
+)
+
+
+class Sender:
+    """Raw requests to the server with a tally; error answers checked for their shape."""
+
+    def __init__(self, base: str, key: str, tally: Tally) -> None:
+        self.base = base
+        self.key = key
+        self.tally = tally
+        self.session = requests.Session()
+
+    def send(self, surface: str, label: str, method: str, path: str, shape: str = "rest", **kw: Any) -> Any:
+        try:
+            response = self.session.request(
+                method, self.base + path, timeout=120, allow_redirects=False, **kw
+            )
+        except (requests.exceptions.InvalidHeader, requests.exceptions.InvalidURL, ValueError):
+            return None  # the client library refuses to send it
+        except requests.exceptions.ConnectionError as exc:
+            self.tally.server_errors.append(
+                f"{surface} {label}: connection failed ({exc.__class__.__name__})"
+            )
+            return None
+        self.tally.http(surface, label, response.status_code)
+        if response.status_code >= 500:
+            request = response.request
+            body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
+            self.tally.repro.append(
+                f"{request.method} {request.url} Content-Type: {request.headers.get('Content-Type')!r} "
+                f"body ({len(body)} bytes): {body[:300]!r} -> {response.status_code} {response.text[:200]}"
+            )
+        if response.status_code >= 400:
+            check_shape(surface, label, response, shape, self.tally)
+        return response
+
+    def upload_token(self) -> str:
+        answer = self.session.post(
+            f"{self.base}/mcp",
+            json=paths.upload_token_call(),
+            headers={"Authorization": f"Bearer {self.key}", **paths.MCP_ACCEPT},
+            timeout=60,
+        )
+        answer.raise_for_status()
+        return paths.token_of(answer.json())
+
+
+def check_shape(surface: str, label: str, response: Any, shape: str, tally: Tally) -> None:
+    """``rest``: {error, message, field}; ``oauth``: RFC 6749 {error, error_description}; ``page``:
+    an HTML error page (the front channel of /authorize answers people, not programs)."""
+    if shape == "page":
+        ok = response.headers.get("content-type", "").startswith("text/html")
+    else:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if shape == "oauth":
+            ok = isinstance(body, dict) and {"error", "error_description"} <= set(body)
+        else:
+            ok = isinstance(body, dict) and set(body) == {"error", "message", "field"}
+    if not ok:
+        where = f"{surface} {label}"
+        tally.unshaped[where] += 1
+        tally.unshaped_examples.setdefault(where, f"{response.status_code} {response.text[:160]}")
+
+
+def upload_request(
+    case: dict[str, Any], token: str | None
+) -> tuple[str, bytes, dict[str, str], dict[str, str]]:
+    """The path, body, headers and query of one drawn upload."""
+    file_part = paths.Part("file", case["file"], case["filename"] or "", case["part_type"])
+    if case["filename"] is None:
+        file_part = paths.Part("file", case["file"], None, case["part_type"])
+    fields = [paths.Part(k, v.encode("utf-8", "surrogatepass")) for k, v in case["fields"].items()]
+    files = [file_part, file_part] if case["two_files"] else [file_part]
+    token_parts = (
+        []
+        if token is None or case["route"] != "uploads-form"
+        else [paths.Part("uploadToken", token.encode())]
+    )
+    parts = fields + (files + token_parts if case["token_after_file"] else token_parts + files)
+    body, content_type = paths.multipart(parts, close=case["ending"] != "no closing boundary")
+    if case["ending"] == "cut in the file":
+        body = body[: body.index(case["file"]) + len(case["file"]) // 2] if case["file"] else body[:-10]
+    path = {"documents": "/v1/documents", "uploads-form": "/v1/uploads"}.get(case["route"], "")
+    if case["route"] == "uploads-url":
+        path = f"/v1/uploads/{quote(token or '', safe='')}" if token else "/v1/uploads/"
+    return path, body, {"Content-Type": content_type}, dict(case["query"])
+
+
+def fuzz_uploads(sender: Sender, examples: int) -> None:
+    # Every hostile name once, as the file name and as the title (drawn cases may miss one).
+    for name in HOSTILE_NAMES:
+        text_file = f"Upload named {name[:40]!r}.".encode()
+        for filename, title in ((name, None), ("note.txt", name)):
+            fields = (
+                [paths.Part("title", title.encode("utf-8", "surrogatepass"))] if title is not None else []
+            )
+            body, ct = paths.multipart([*fields, paths.Part("file", text_file, filename, "text/plain")])
+            headers = {"Authorization": f"Bearer {sender.key}", "Content-Type": ct}
+            label = "POST /v1/documents (hostile " + ("file name)" if title is None else "title)")
+            sender.send("upload", label, "POST", "/v1/documents", data=body, headers=headers)
+
+    @fuzz_settings(examples)
+    @given(case=UPLOAD_CASE, content_type=st.data())
+    def run(case: dict[str, Any], content_type: st.DataObject) -> None:
+        token: str | None = None
+        if case["token"] == "valid":
+            token = sender.upload_token()
+        elif case["token"] == "bogus":
+            token = "mmu_" + "A" * 43
+        elif case["token"] == "empty":
+            token = ""
+        elif case["token"] == "hostile":
+            token = content_type.draw(hostile_field())
+        path, body, headers, query = upload_request(case, token)
+        headers["Content-Type"] = content_type.draw(request_type(headers["Content-Type"]))
+        if case["route"] == "documents" or case["with_key"]:
+            headers["Authorization"] = f"Bearer {sender.key}"
+        label = f"POST /v1/{case['route']} ({case['ending']})"
+        sender.send("upload", label, "POST", path, data=body, headers=headers, params=query)
+
+    run()
+
+
+IMPORT_FORMATS = ["jsonl", "chatgpt", "claude", "mem0", "memory-json", "markdown"]
+
+
+def zip_of(members: list[tuple[str, bytes]], symlink: str | None = None) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members:
+            archive.writestr(name, data)
+        if symlink is not None:
+            info = zipfile.ZipInfo(symlink)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, "/etc/passwd")
+    return out.getvalue()
+
+
+def import_bodies() -> list[tuple[str, bytes]]:
+    """Hostile import files by name: what they try, and the bytes."""
+    conversations = json.dumps([{"title": "t", "mapping": {}, "current_node": None}]).encode()
+    line = json.dumps({"type": "memory", "id": "m1", "content": "The fuzz import note."}).encode()
+    return [
+        ("bad JSON", b'{"type": "memory", "id": '),
+        ("not UTF-8", b"\xff\xfe\x00b\x00a\x00d"),
+        ("deep nesting", b"[" * 100_000),
+        ("deep objects", b'{"a":' * 50_000),
+        ("JSON of the wrong shape", b'{"memories": 5, "mapping": [1, 2]}'),
+        ("JSON null", b"null"),
+        ("empty", b""),
+        ("huge line", b"a" * (3 * 1024 * 1024)),
+        (
+            "huge JSON line",
+            json.dumps({"type": "memory", "id": "h", "content": "x" * (2 * 1024 * 1024)}).encode(),
+        ),
+        (
+            "many lines",
+            b"\n".join(
+                json.dumps({"type": "memory", "id": f"l{n}", "content": f"fuzz import line {n}"}).encode()
+                for n in range(2000)
+            ),
+        ),
+        ("NUL in a line", b'{"type": "memory", "id": "n", "content": "a\\u0000b"}\n'),
+        ("zip with ../ member", zip_of([("../../conversations.json", conversations), ("../x.md", b"# x")])),
+        ("zip with absolute member", zip_of([("/etc/conversations.json", conversations)])),
+        (
+            "zip with drive letter",
+            zip_of([("C:\\conversations.json", conversations), ("C:/memory.json", b"{}")]),
+        ),
+        ("zip with symlink member", zip_of([("notes/a.md", b"# a")], symlink="notes/link.md")),
+        ("zip with NUL in a name", zip_of([("conv\x00ersations.json", conversations)])),
+        ("zip bomb", zip_of([("conversations.json", b" " * (200 * 1024 * 1024))])),
+        ("zip in a zip", zip_of([("inner.zip", zip_of([("conversations.json", conversations)]))])),
+        ("truncated zip", zip_of([("conversations.json", conversations)])[:60]),
+        ("zip of hidden files", zip_of([(".obsidian/a.md", b"# a"), (".git/config", b"x")])),
+        (
+            "memory.json entities",
+            b'{"type": "entity", "name": "\\u0000", "entityType": 5, "observations": "x"}\n',
+        ),
+        ("mem0 list of wrong things", b'[1, "a", null, {"memory": 5}, {"memory": "' + b"m" * 20000 + b'"}]'),
+        ("markdown with credentials", ("# Keys\n\n" + "\n".join(CREDENTIALS)).encode()),
+        ("a valid line", line),
+    ]
+
+
+IMPORT_BODIES = import_bodies()
+IMPORT_CASE = st.fixed_dictionaries(
+    {
+        "format": weighted(
+            (8, st.sampled_from(IMPORT_FORMATS)),
+            (1, st.sampled_from(["", "csv", "JSONL", "chatgpt\x00", "../jsonl", "a" * 300])),
+        ),
+        "body": weighted(
+            (5, st.sampled_from(IMPORT_BODIES)),
+            (1, st.binary(max_size=256).map(lambda b: ("random bytes", b))),
+        ),
+        "filename": hostile_name(),
+        "dry_run": st.booleans(),
+        "space": weighted(
+            (8, st.just("default")), (1, st.sampled_from(["nope", "a" * 200, "de fault", "%00"]))
+        ),
+        "ending": st.sampled_from(["closed", "closed", "closed", "no closing boundary"]),
+    }
+)
+
+
+def fuzz_import(sender: Sender, curator: str, examples: int) -> None:
+    # Every hostile file name once with a valid file (drawn cases may miss one).
+    line = json.dumps({"type": "memory", "id": "named", "content": "The fuzz import note."}).encode()
+    for name in HOSTILE_NAMES:
+        body, ct = paths.multipart([paths.Part("file", line, name)])
+        sender.send(
+            "import",
+            "POST /v1/spaces/{key}/import (hostile file name)",
+            "POST",
+            "/v1/spaces/default/import",
+            data=body,
+            headers={"Authorization": f"Bearer {curator}", "Content-Type": ct},
+            params={"from": "jsonl"},
+        )
+
+    @fuzz_settings(examples)
+    @given(case=IMPORT_CASE, content_type=st.data())
+    def run(case: dict[str, Any], content_type: st.DataObject) -> None:
+        name, data = case["body"]
+        part = paths.Part("file", data, case["filename"])
+        body, ct = paths.multipart([part], close=case["ending"] == "closed")
+        headers = {"Authorization": f"Bearer {curator}", "Content-Type": content_type.draw(request_type(ct))}
+        params = {"from": case["format"], "dryRun": str(case["dry_run"]).lower()}
+        sender.send(
+            "import",
+            f"POST /v1/spaces/{{key}}/import ({name})",
+            "POST",
+            f"/v1/spaces/{quote(case['space'], safe='')}/import",
+            data=body,
+            headers=headers,
+            params=params,
+        )
+
+    run()
+
+
+def fuzz_bombs(sender: Sender, server_pid: int, wait_s: float = 180.0) -> dict[str, Any]:
+    """Upload the decompression bombs of bench/upload_bombs.py and wait for the worker to finish
+    with them, sampling the server's RSS (and that of its non-PostgreSQL children) meanwhile."""
+    docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    bombs = [
+        ("PNG 12,500 x 12,500", "scan.png", "image/png", upload_bombs.png_bomb()),
+        (".docx, document.dat inflating to 1 GiB", "plan.docx", docx_type, upload_bombs.docx_bomb()),
+    ]
+    samples: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            samples.append(paths.tree_rss(server_pid))
+            stop.wait(0.05)
+
+    before = paths.tree_rss(server_pid)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    outcomes: dict[str, str] = {}
+    try:
+        pending: dict[str, str] = {}
+        for label, filename, media_type, data in bombs:
+            body, ct = paths.multipart([paths.Part("file", data, filename, media_type)])
+            headers = {"Authorization": f"Bearer {sender.key}", "Content-Type": ct}
+            answer = sender.send(
+                "bomb", f"POST /v1/documents ({label})", "POST", "/v1/documents", data=body, headers=headers
+            )
+            if answer is None or answer.status_code not in (200, 202):
+                outcomes[label] = f"refused at upload: {getattr(answer, 'status_code', 'no answer')}"
+                continue
+            pending[label] = answer.json()["id"]
+        deadline = time.monotonic() + wait_s
+        while pending and time.monotonic() < deadline:
+            for label, doc_id in list(pending.items()):
+                got = sender.send(
+                    "bomb",
+                    "GET /v1/documents/{id}",
+                    "GET",
+                    f"/v1/documents/{doc_id}",
+                    headers={"Authorization": f"Bearer {sender.key}"},
+                )
+                status = got.json().get("status") if got is not None and got.status_code == 200 else None
+                if status in ("done", "failed"):
+                    error = str(got.json().get("error") or "") if got is not None else ""
+                    outcomes[label] = f"{status}{': ' + error[:100] if error else ''}"
+                    del pending[label]
+            time.sleep(0.5)
+        for label in pending:
+            outcomes[label] = f"not finished within {wait_s:.0f} s"
+    finally:
+        stop.set()
+        sampler.join()
+    after = paths.tree_rss(server_pid)
+    return {
+        "before": before[0],
+        "after": after[0],
+        "peak": max((s[0] for s in samples), default=0),
+        "children_peak": max((s[1] for s in samples), default=0),
+        "outcomes": outcomes,
+    }
+
+
+REDIRECTS = [
+    paths.REDIRECT,
+    "http://127.0.0.1:9/other",
+    "https://evil.example/callback",
+    "javascript:alert(1)",
+    "http://127.0.0.1:9/callback#frag",
+    "http://127.0.0.1:9/callback?x=1&x=2",
+    "http://user:pass@127.0.0.1:9/callback",
+    "http://[::1]:9/callback",
+    "http://127.0.0.1:9/" + "a" * 5000,
+    "http://127.0.0.1:9/\x00",
+    "data:text/html,hi",
+    "//127.0.0.1:9/callback",
+    "",
+]
+CIMD_IDS = [
+    "https://127.0.0.1/client.json",
+    "https://localhost:1/client.json",
+    "https://[::1]/client.json",
+    "https://10.0.0.1/client.json",
+    "https://169.254.169.254/latest/meta-data",
+    "https://invalid.invalid/client.json",
+    "https://example.com:99999/client.json",
+    "https://user:pass@127.0.0.1/client.json",
+    "https://exa\x00mple.com/client.json",
+    "http://example.com/client.json",
+    "https://" + "a" * 3000 + ".com/",
+    "https://0x7f000001/client.json",
+    "https://2130706433/client.json",
+]
+
+
+def client_ids(registered: str) -> st.SearchStrategy[str]:
+    return weighted(
+        (4, st.just(registered)),
+        (3, st.sampled_from(CIMD_IDS)),
+        (1, st.sampled_from(["", "unknown", registered + "x", registered.upper()])),
+        (1, text(200)),
+    )
+
+
+def oauth_params(registered: str) -> st.SearchStrategy[list[tuple[str, str]]]:
+    """An /authorize request: every field mostly right, sometimes wrong, absent or repeated."""
+    _, challenge = paths.pkce()
+    fields: dict[str, st.SearchStrategy[Any]] = {
+        "response_type": weighted((6, st.just("code")), (1, st.sampled_from(["token", "", "code code"]))),
+        "client_id": client_ids(registered),
+        "redirect_uri": st.sampled_from(REDIRECTS),
+        "state": weighted((4, st.just("st-1")), (1, text(1200))),
+        "code_challenge": weighted(
+            (5, st.just(challenge)),
+            (1, st.sampled_from(["short", "a" * 129, "!" * 43, challenge + "="])),
+            (1, text(200)),
+        ),
+        "code_challenge_method": weighted((5, st.just("S256")), (1, st.sampled_from(["plain", "s256", ""]))),
+        "resource": st.sampled_from(["", "http://127.0.0.1:1/mcp", "https://evil.example/mcp"]),
+        "scope": st.sampled_from(["memory", "", "admin memory"]),
+    }
+    return st.fixed_dictionaries({k: maybe_field(v) for k, v in fields.items()}).flatmap(
+        lambda d: st.lists(st.sampled_from(sorted(d)), max_size=2).map(
+            lambda repeat: (
+                [(k, v) for k, v in d.items() if v is not None] + [(k, d[k]) for k in repeat if d[k]]
+            )
+        )
+    )
+
+
+def maybe_field(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return weighted((8, strategy), (1, st.none()))
+
+
+def token_form(registered: str) -> st.SearchStrategy[list[tuple[str, str]]]:
+    verifier, _ = paths.pkce()
+    fields: dict[str, st.SearchStrategy[Any]] = {
+        "grant_type": weighted(
+            (5, st.sampled_from(["authorization_code", "refresh_token"])),
+            (1, st.sampled_from(["client_credentials", "password", "", "authorization_code\x00"])),
+        ),
+        "client_id": client_ids(registered),
+        "code": weighted((3, st.sampled_from(["bogus", "a" * 5000, ""])), (1, text(100))),
+        "redirect_uri": st.sampled_from(REDIRECTS),
+        "code_verifier": weighted((3, st.just(verifier)), (1, st.sampled_from(["", "a" * 200, "short"]))),
+        "refresh_token": weighted((3, st.sampled_from(["mmr_bogus", "x" * 5000])), (1, text(100))),
+        "resource": st.sampled_from(["", "http://127.0.0.1:1/mcp", "https://evil.example/"]),
+    }
+    return st.fixed_dictionaries({k: maybe_field(v) for k, v in fields.items()}).flatmap(
+        lambda d: st.lists(st.sampled_from(sorted(d)), max_size=2).map(
+            lambda repeat: (
+                [(k, v) for k, v in d.items() if v is not None] + [(k, d[k]) for k in repeat if d[k]]
+            )
+        )
+    )
+
+
+REGISTER_BODIES = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "redirect_uris": weighted(
+                (4, st.lists(st.sampled_from(REDIRECTS), min_size=1, max_size=3)),
+                (1, st.lists(st.just(paths.REDIRECT), min_size=30, max_size=60)),
+                (1, WRONG),
+            ),
+            "client_name": maybe(weighted((3, text(300)), (1, st.sampled_from(CREDENTIALS)))),
+            "grant_types": maybe(
+                st.lists(st.sampled_from(["authorization_code", "refresh_token", "implicit", ""]), max_size=3)
+            ),
+            "response_types": maybe(st.lists(st.sampled_from(["code", "token"]), max_size=2)),
+            "token_endpoint_auth_method": maybe(st.sampled_from(["none", "client_secret_basic"])),
+        }
+    ).map(lambda d: json.dumps({k: v for k, v in d.items() if v is not None}).encode()),
+    st.sampled_from(
+        [
+            b"",
+            b"{",
+            b"[]",
+            b"null",
+            b'{"redirect_uris": ["' + paths.REDIRECT.encode() + b'"], "logo_uri": "' + b"x" * 20000 + b'"}',
+            b'{"redirect_uris": ["\\ud800"]}',
+            b"[" * 50_000,
+        ]
+    ),
+)
+
+
+def fuzz_oauth(sender: Sender, examples: int) -> None:
+    for path in (
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/jwks.json",
+    ):
+        sender.send("oauth", f"GET {path}", "GET", path, shape="oauth")
+    registered = sender.session.post(
+        f"{sender.base}/register",
+        json={"client_name": "Fuzz app", "redirect_uris": [paths.REDIRECT]},
+        timeout=30,
+    ).json()["client_id"]
+
+    @fuzz_settings(examples)
+    @given(body=REGISTER_BODIES, content_type=st.sampled_from(["application/json", "text/plain", ""]))
+    def register(body: bytes, content_type: str) -> None:
+        sender.send(
+            "oauth",
+            "POST /register",
+            "POST",
+            "/register",
+            shape="oauth",
+            data=body,
+            headers={"Content-Type": content_type},
+        )
+
+    @fuzz_settings(examples)
+    @given(params=oauth_params(registered))
+    def authorize(params: list[tuple[str, str]]) -> None:
+        sender.send("oauth", "GET /authorize", "GET", "/authorize", shape="page", params=params)
+
+    @fuzz_settings(examples)
+    @given(
+        params=oauth_params(registered),
+        step=st.sampled_from(["/authorize", "/authorize/consent"]),
+        csrf=st.sampled_from(["matching", "missing", "other"]),
+        extra=st.lists(
+            st.tuples(st.sampled_from(["api_key", "sign_in", "decision", "space"]), hostile_field()),
+            max_size=3,
+        ),
+    )
+    def sign_in(params: list[tuple[str, str]], step: str, csrf: str, extra: list[tuple[str, str]]) -> None:
+        token = "c" * 32
+        form = [*params, *extra]
+        cookies = {}
+        if csrf != "missing":
+            form.append(("csrf", token))
+            cookies = {"memory_mcp_oauth_csrf": token if csrf == "matching" else "other"}
+        if step == "/authorize" and not any(k == "api_key" for k, _ in extra):
+            form.append(("api_key", sender.key))
+        sender.send("oauth", f"POST {step}", "POST", step, shape="page", data=form, cookies=cookies)
+
+    @fuzz_settings(examples)
+    @given(form=token_form(registered), content_type=st.sampled_from(["form", "form", "json", "none"]))
+    def token(form: list[tuple[str, str]], content_type: str) -> None:
+        if content_type == "json":
+            sender.send("oauth", "POST /token", "POST", "/token", shape="oauth", json=dict(form))
+        elif content_type == "none":
+            sender.send(
+                "oauth",
+                "POST /token",
+                "POST",
+                "/token",
+                shape="oauth",
+                data=b"grant_type=x",
+                headers={"Content-Type": ""},
+            )
+        else:
+            sender.send("oauth", "POST /token", "POST", "/token", shape="oauth", data=form)
+
+    @fuzz_settings(examples)
+    @given(
+        form=st.lists(
+            st.tuples(st.sampled_from(["token", "token_type_hint", "client_id"]), hostile_field()), max_size=3
+        )
+    )
+    def revoke(form: list[tuple[str, str]]) -> None:
+        sender.send("oauth", "POST /revoke", "POST", "/revoke", shape="oauth", data=form)
+
+    for run in (register, authorize, sign_in, token, revoke):
+        run()
+    asyncio.run(oauth_wrong_steps(sender))
+
+
+async def oauth_wrong_steps(sender: Sender) -> None:
+    """A real code and refresh token used wrongly: a bad PKCE verifier, another redirect URI, the
+    code twice, a refresh token of another client, a revoked refresh token."""
+    async with httpx2.AsyncClient(base_url=sender.base, timeout=60) as http:
+        app, other = paths.OAuthApp(http), paths.OAuthApp(http)
+        await app.register("Fuzz PKCE app")
+        await other.register("Fuzz other app")
+
+        def tally(label: str, response: httpx2.Response) -> None:
+            sender.tally.http("oauth", label, response.status_code)
+            if response.status_code >= 400:
+                check_shape("oauth", label, response, "oauth", sender.tally)
+
+        code, verifier = await app.code(sender.key)
+        tally("POST /token (wrong PKCE verifier)", await app.exchange(code, verifier[:-1] + "x"))
+        tally("POST /token (code after a failed PKCE)", await app.exchange(code, verifier))
+        code, verifier = await app.code(sender.key)
+        app.redirect_uri, right = "http://127.0.0.1:9/other", app.redirect_uri
+        tally("POST /token (another redirect_uri)", await app.exchange(code, verifier))
+        app.redirect_uri = right
+        code, verifier = await app.code(sender.key)
+        first = await app.exchange(code, verifier)
+        tally("POST /token (code)", first)
+        tally("POST /token (the code again)", await app.exchange(code, verifier))
+        refresh = first.json().get("refresh_token", "") if first.status_code == 200 else ""
+        tally("POST /token (refresh by another client)", await other.refresh(refresh))
+        tally("POST /revoke (refresh token)", await http.post("/revoke", data={"token": refresh}))
+        tally("POST /token (revoked refresh token)", await app.refresh(refresh))
+
+
+SURFACES = ("rest", "mcp", "upload", "import", "oauth", "bomb")
+
+
 def check_log(path: Path) -> tuple[int, list[str], list[str]]:
     """Lines the server wrote; its errors (JSON, level error); lines neither JSON nor start-up text."""
     lines = path.read_text(errors="replace").splitlines()
     errors, stray = [], []
     for line in lines:
+        # A progress bar the model loader draws on stderr (no newline) may run into the next entry.
+        start = line.find('{"ts": ')
         try:
-            entry = json.loads(line)
+            entry = json.loads(line[max(start, 0) :])
         except ValueError:
             # Start-up output for a person (the key notice, the URL) is plain text on purpose.
             if line.startswith("Traceback") or re.search(r"\w(Error|Exception)\b", line):
@@ -346,16 +1021,33 @@ def check_log(path: Path) -> tuple[int, list[str], list[str]]:
     return len(lines), errors, stray
 
 
-def report(tally: Tally, log_lines: int, errors: list[str], stray: list[str], seconds: float) -> int:
+def report(
+    tally: Tally,
+    log_lines: int,
+    errors: list[str],
+    stray: list[str],
+    seconds: float,
+    bombs: dict[str, Any] | None = None,
+) -> int:
     total = sum(tally.calls.values())
     per_surface = ", ".join(f"{k} {v}" for k, v in sorted(tally.calls.items()))
     print(f"\ncalls: {total} in {seconds:.0f} s ({per_surface})")
     for surface in sorted(tally.calls):
         classes = {c: n for (s, c), n in tally.statuses.items() if s == surface}
         print(f"  {surface:8} " + "  ".join(f"{c // 100}xx: {n}" for c, n in sorted(classes.items())))
+    if bombs is not None:
+        mib = 1024 * 1024
+        print(
+            f"bombs: server RSS {bombs['before'] / mib:.0f} MiB before, {bombs['after'] / mib:.0f} MiB after, "
+            f"peak {bombs['peak'] / mib:.0f} MiB (its other children: peak {bombs['children_peak'] / mib:.0f} MiB)"
+        )
+        for label, outcome in bombs["outcomes"].items():
+            print(f"  {label}: {outcome}")
     print(f"5xx answers or unhandled tool exceptions: {len(tally.server_errors)}")
     for line, count in Counter(tally.server_errors).most_common(20):
         print(f"  {count:4} x {line}")
+    for line in tally.repro[:5]:
+        print(f"  to reproduce: {line}")
     unshaped = sum(tally.unshaped.values())
     print(f"errors not shaped as {{error, message, field}} (REST) or 'field: problem' (MCP): {unshaped}")
     for where, count in sorted(tally.unshaped.items()):
@@ -374,6 +1066,10 @@ def serve(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
         env={
             **os.environ,
             "MEMORY_MCP_LOG_LEVEL": "warning",
+            # /register is rate-limited per address (20 an hour): the fuzzer must get past it, and a
+            # client id that is a metadata URL waits at most this long for a host that never answers.
+            "MEMORY_MCP_OAUTH_REGISTRATIONS_PER_HOUR": "1000000",
+            "MEMORY_MCP_OAUTH_CIMD_TIMEOUT_S": "2",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         },
@@ -387,7 +1083,15 @@ def main() -> None:
     parser.add_argument(
         "--examples", type=int, default=60, help="generated cases per operation and mode / per tool"
     )
+    parser.add_argument(
+        "--surfaces",
+        default=",".join(SURFACES),
+        help=f"comma-separated subset of {','.join(SURFACES)} (default: all)",
+    )
     args = parser.parse_args()
+    surfaces = [s for s in args.surfaces.split(",") if s]
+    if not set(surfaces) <= set(SURFACES):
+        parser.error(f"--surfaces takes {', '.join(SURFACES)}")
     data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-fuzz-"))
     log = data_dir.parent / f"{data_dir.name}.log"
     port = free_port()
@@ -399,12 +1103,24 @@ def main() -> None:
         asyncio.run(wait_ready(base))
         key = (data_dir / "bootstrap-key").read_text().strip()
         tally = Tally()
-        fuzz_rest(base, key, args.examples, tally)
-        asyncio.run(fuzz_mcp(base, key, args.examples, tally))
+        sender = Sender(base, key, tally)
+        bombs = None
+        if "rest" in surfaces:
+            fuzz_rest(base, key, args.examples, tally)
+        if "mcp" in surfaces:
+            asyncio.run(fuzz_mcp(base, key, args.examples, tally))
+        if "upload" in surfaces:
+            fuzz_uploads(sender, args.examples)
+        if "import" in surfaces:
+            fuzz_import(sender, paths.curate_key(data_dir), args.examples)
+        if "oauth" in surfaces:
+            fuzz_oauth(sender, args.examples)
+        if "bomb" in surfaces:
+            bombs = fuzz_bombs(sender, server.pid)
         elapsed = time.monotonic() - started
         server.send_signal(signal.SIGTERM)
         server.wait(30)
-        code = report(tally, *check_log(log), elapsed)
+        code = report(tally, *check_log(log), elapsed, bombs)
     finally:
         if server.poll() is None:
             server.kill()

@@ -2,7 +2,10 @@
 
 Starts `serve` in its own process (embedded PostgreSQL in a temporary data dir, the in-process
 embedder) and runs C clients in a closed loop over REST for ``--duration`` seconds (default 600),
-each call drawn at random: save 30%, search 50%, list 20%. Every 10 s it samples the memory of the
+each call drawn at random: save 28%, search 45%, list memories 14%, listDocuments (GET
+/v1/documents) 10%, upload a small text file 3%. Client 0 is an OAuth app: it registers once, gets
+a token by the authorization code flow with PKCE, calls with the access token and refreshes it every
+20 s (timed as the operation ``refresh``); the others use the key. Every 10 s it samples the memory of the
 server process (RSS) and of PostgreSQL (the sum of PSS over the postmaster and its backends, so
 shared buffers count once). At the end it prints:
 
@@ -15,6 +18,7 @@ shared buffers count once). At the end it prints:
 Traffic goes to 127.0.0.1 only.
 
     python -m bench.soak [--duration 600] [--clients 4]
+    python -m bench.soak --duration 60          # the quick run
 """
 
 from __future__ import annotations
@@ -28,16 +32,21 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import psutil
 
+from bench import paths
+from bench.common import free_port
 from bench.crash import Server, note, postgres_left
-from bench.load import QUERIES, free_port, percentile, wait_ready
+from bench.load import QUERIES, percentile, wait_ready
 
 SAMPLE_EVERY_S = 10.0
 WINDOW_S = 60.0  # the "first minute" and "last minute" of the p99 drift
-MIX = (("save", 0.3), ("search", 0.5), ("list", 0.2))
+MIX = (("save", 0.28), ("search", 0.45), ("list", 0.14), ("documents", 0.1), ("upload", 0.03))
+REFRESH_EVERY_S = 20.0  # the OAuth client refreshes its access token this often
+OPS = (*(op for op, _ in MIX), "refresh")
 
 
 @dataclass
@@ -63,25 +72,70 @@ def postgres_pss(postmaster_pid: int) -> int:
     return total
 
 
-async def client(index: int, base: str, key: str, record: Record, started: float, until: float) -> None:
+class Bearer(httpx2.Auth):
+    """The client's credential, which the OAuth client swaps for a fresh access token."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def auth_flow(self, request: httpx2.Request) -> Any:
+        request.headers["Authorization"] = f"Bearer {self.token}"
+        yield request
+
+
+async def client(
+    index: int, base: str, key: str, record: Record, started: float, until: float, oauth: bool = False
+) -> None:
+    """One client in a closed loop. With ``oauth`` it signs in as an app once (registration, the
+    authorization code with PKCE), calls with the access token, and refreshes it every
+    REFRESH_EVERY_S (the refresh is timed as an operation of its own)."""
     rng = random.Random(index)
     ops, weights = [op for op, _ in MIX], [weight for _, weight in MIX]
     seq = 0
-    async with httpx2.AsyncClient(
-        base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
-    ) as http:
+    bearer = Bearer(key)
+    async with (
+        httpx2.AsyncClient(base_url=base, timeout=60) as plain,
+        httpx2.AsyncClient(base_url=base, auth=bearer, timeout=60) as http,
+    ):
+        app = paths.OAuthApp(plain)
+        refresh_token, refresh_at = "", until
+        if oauth:
+            try:
+                await app.register("Soak app")
+                tokens = await app.tokens(key)
+            except (paths.OAuthError, httpx2.HTTPError) as exc:
+                print(f"OAuth sign-in failed, client {index} uses the key instead: {exc}")
+                record.errors["refresh"] += 1
+            else:
+                bearer.token, refresh_token = tokens["access_token"], tokens["refresh_token"]
+                refresh_at = time.monotonic() + REFRESH_EVERY_S
         while time.monotonic() < until:
-            op = rng.choices(ops, weights)[0]
+            op = "refresh" if time.monotonic() >= refresh_at else rng.choices(ops, weights)[0]
             sent = time.monotonic()
             try:
-                if op == "save":
+                if op == "refresh":
+                    answer = await app.refresh(refresh_token)
+                    if answer.status_code == 200:
+                        bearer.token = answer.json()["access_token"]
+                        refresh_token = answer.json()["refresh_token"]
+                    refresh_at = time.monotonic() + REFRESH_EVERY_S
+                elif op == "save":
                     seq += 1
                     answer = await http.post("/v1/memories", json={"content": note(index, seq, rng)})
                 elif op == "search":
                     answer = await http.get("/v1/search", params={"query": rng.choice(QUERIES)})
+                elif op == "documents":
+                    answer = await http.get("/v1/documents", params={"page": rng.randint(1, 3)})
+                elif op == "upload":
+                    seq += 1
+                    text = f"Soak upload {index}.{seq}. {note(index, seq, rng)}\n"
+                    answer = await http.post(
+                        "/v1/documents",
+                        files={"file": (f"soak-{index}-{seq}.txt", text.encode(), "text/plain")},
+                    )
                 else:
                     answer = await http.get("/v1/memories", params={"page": rng.randint(1, 5)})
-                ok = answer.status_code == 200
+                ok = answer.status_code in ((200, 202) if op == "upload" else (200,))
             except httpx2.HTTPError:
                 ok = False
             if ok:
@@ -116,10 +170,10 @@ def report(record: Record, duration: float, clients: int) -> None:
         )
     window = min(WINDOW_S, duration / 3)
     print(
-        f"{'op':<8}{'calls':>8}{'errors':>8}{'error %':>9}{'calls/s':>9}"
+        f"{'op':<10}{'calls':>6}{'errors':>8}{'error %':>9}{'calls/s':>9}"
         f"{'p50 first':>11}{'p50 last':>10}{'p99 first':>11}{'p99 last':>10}  (ms; first and last {window:.0f} s)"
     )
-    for op, _ in MIX:
+    for op in OPS:
         calls = record.calls.get(op, [])
         errors = record.errors.get(op, 0)
         head = [lat * 1e3 for t, lat in calls if t < window]
@@ -130,7 +184,7 @@ def report(record: Record, duration: float, clients: int) -> None:
             return f"{percentile(values, q):.1f}" if values else "-"
 
         print(
-            f"{op:<8}{len(calls):>8}{errors:>8}{100 * errors / max(total, 1):>9.2f}{len(calls) / duration:>9.1f}"
+            f"{op:<10}{len(calls):>6}{errors:>8}{100 * errors / max(total, 1):>9.2f}{len(calls) / duration:>9.1f}"
             f"{cell(head, 0.5):>11}{cell(tail, 0.5):>10}{cell(head, 0.99):>11}{cell(tail, 0.99):>10}"
         )
 
@@ -147,7 +201,8 @@ async def run(duration: float, clients: int) -> None:
         until = started + duration
         await asyncio.gather(
             sample_memory(server, record, started, until),
-            *(client(i, server.base, key, record, started, until) for i in range(clients)),
+            # Client 0 is an OAuth app: its calls carry an access token it refreshes.
+            *(client(i, server.base, key, record, started, until, oauth=i == 0) for i in range(clients)),
         )
         report(record, time.monotonic() - started, clients)
     finally:
