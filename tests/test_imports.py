@@ -142,13 +142,15 @@ async def test_rest_import_needs_the_curate_grant_and_reports_what_it_skipped(
 
     async with run_server(db_urls[0], embedder) as server:
 
-        async def post(key: str, fmt: str, path: Path, **params: str) -> httpx2.Response:
+        async def post(
+            key: str, fmt: str, path: Path, file_name: str | None = None, **params: str
+        ) -> httpx2.Response:
             content = path.read_bytes()  # noqa: ASYNC240 (a small fixture file)
             async with httpx2.AsyncClient(base_url=server.base, timeout=120) as http:
                 return await http.post(
                     "/v1/spaces/mine/import",
                     params={"from": fmt, **params},
-                    files={"file": (path.name, content)},
+                    files={"file": (file_name or path.name, content)},
                     headers={"Authorization": f"Bearer {key}"},
                 )
 
@@ -178,6 +180,12 @@ async def test_rest_import_needs_the_curate_grant_and_reports_what_it_skipped(
         note.write_text("---\ntags: [house]\n---\nThe boiler is serviced every September by Mrs Ortiz.\n")
         single = (await post(curator, "markdown", note)).json()
         assert (single["imported"], single["documents"]) == (1, 1)
+        # A file name no file system takes (over 255 bytes, a NUL) is cut and cleaned, not a 500.
+        for hostile in ("é" * 200 + ".md", "Gar\x00den.md"):
+            note.write_text(f"Note {len(hostile)}: the greenhouse vents open at 24 degrees.\n")
+            named = await post(curator, "markdown", note, file_name=hostile)
+            assert named.status_code == 200, named.text
+            assert (named.json()["imported"], named.json()["documents"]) == (1, 1)
 
         refused = await post(writer, "claude", archive)
         assert refused.status_code == 403
@@ -210,7 +218,7 @@ async def test_rest_import_needs_the_curate_grant_and_reports_what_it_skipped(
                 headers={"Authorization": f"Bearer {curator}"},
             )
         assert too_large.status_code == 413 and too_large.json()["error"] == "ContentTooLarge"
-    assert await spaces.space_counts(db, "mine") == (6, 5)
+    assert await spaces.space_counts(db, "mine") == (8, 7)
 
 
 def test_the_command_line_and_rest_name_the_same_formats() -> None:

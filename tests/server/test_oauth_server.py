@@ -327,3 +327,23 @@ async def test_text_the_database_cannot_hold_is_refused_not_a_500(server: Runnin
     assert named.status_code == redirect.status_code == 400
     key = await flow.sign_in("mmk_01234\x0056789_secret")
     assert key.status_code == 401 and "not valid" in key.text
+
+
+async def test_a_throttled_back_channel_answers_in_the_oauth_shape(
+    db_urls: tuple[str, str], embedder: Embedder
+) -> None:
+    # OAuth libraries read `error` of a token endpoint's answer; the REST error object would leave
+    # them with nothing to show.
+    async with (
+        run_server(db_urls[0], embedder, auth_failure_limit=2) as running,
+        httpx2.AsyncClient(base_url=running.base) as http,
+    ):
+        answers = [
+            await http.post("/token", data={"grant_type": "authorization_code", "code": "x"})
+            for _ in range(4)
+        ]
+    assert [a.status_code for a in answers] == [401, 401, 429, 429]
+    over = answers[-1]
+    assert over.json()["error"] == "slow_down" and set(over.json()) == {"error", "error_description"}
+    assert "retry in" in over.json()["error_description"] and int(over.headers["retry-after"]) >= 1
+    assert over.headers["cache-control"] == "no-store"

@@ -21,6 +21,9 @@ _HOST = re.compile(r"(?:[A-Za-z0-9\-.]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 MCP_PATH = "/mcp"
 PRM_PATH = "/.well-known/oauth-protected-resource"
 PROTECTED_PREFIXES = (MCP_PATH, "/v1/")
+# The OAuth back channel, whose every answer (errors and throttling included) is RFC 6749 JSON.
+TOKEN_PATH, REVOKE_PATH, REGISTER_PATH = "/token", "/revoke", "/register"
+OAUTH_BACK_CHANNEL = (TOKEN_PATH, REVOKE_PATH, REGISTER_PATH)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from starlette.datastructures import FormData
 from memory_mcp.core import metrics
 from memory_mcp.store import oauth, validation
 
-from .bearer import Resource
+from .bearer import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH, Resource
 from .oauth_cimd import ClientRefused, resolve_client
 from .service import MemoryService
 from .throttle import FailureCounts
@@ -59,7 +59,7 @@ def build_router(service: MemoryService) -> APIRouter:
     def issuer(request: Request) -> oauth.Issuer:
         return oauth.Issuer(Resource.of(request.scope, settings).issuer, service.oauth_keys, lifetimes)
 
-    @router.post("/token")
+    @router.post(TOKEN_PATH)
     async def token(request: Request) -> Response:
         form = await _form(request)
         if form is None:
@@ -132,7 +132,7 @@ def build_router(service: MemoryService) -> APIRouter:
         }
         return JSONResponse(body, headers=NO_STORE)
 
-    @router.post("/revoke")
+    @router.post(REVOKE_PATH)
     async def revoke(request: Request) -> Response:
         form = await _form(request)
         if form is None:
@@ -150,7 +150,7 @@ def build_router(service: MemoryService) -> APIRouter:
             metrics.OAUTH_EVENTS.labels(event="revoked").inc()
         return Response(status_code=200, headers=NO_STORE)
 
-    @router.post("/register")
+    @router.post(REGISTER_PATH)
     async def register(request: Request) -> Response:
         client = request.client.host if request.client else "unknown"
         count, left = registrations.add(client)

@@ -8,7 +8,6 @@ import asyncio
 import shutil
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path as FilePath
-from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -18,6 +17,7 @@ from pydantic import Field
 from memory_mcp.embedder.client import EmbedderUnavailable
 from memory_mcp.store import identity, importers, transfer, validation
 from memory_mcp.store.access import Role
+from memory_mcp.store.documents import file_name as stored_file_name
 from memory_mcp.store.errors import AccessDenied, ValidationError
 from memory_mcp.store.models import Caller, SpaceContext
 
@@ -47,12 +47,17 @@ def _upload_type(name: str | None, head: bytes) -> str:
     return "application/zip" if head.startswith(b"PK\x03\x04") else "application/octet-stream"
 
 
+_NAME_BYTES = 200  # under the 255 bytes a name may take on common file systems
+
+
 def _named(path: FilePath, name: str | None) -> FilePath:
-    """The received file under its own base name (a single Markdown note's name is its title)."""
-    base = PurePath((name or "").replace("\\", "/")).name.strip().lstrip(".")
+    """The received file under its own base name (a single Markdown note's name is its title): the
+    name as an upload's is stored (no path, no control characters), cut to what a file system takes."""
+    base = (stored_file_name(name) or "").lstrip(".")
+    base = base.encode()[:_NAME_BYTES].decode("utf-8", "ignore")
     if not base:
         return path
-    target = path.with_name(base[:200])
+    target = path.with_name(base)
     path.rename(target)
     return target
 

@@ -19,11 +19,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_mcp.store import keys
 
-from .bearer import PROTECTED_PREFIXES, presented
+from .bearer import OAUTH_BACK_CHANNEL, PROTECTED_PREFIXES, presented
 from .rest_common import ErrorResponse
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class AuthThrottle:
                 retry_after = self._failed(scope)
                 if retry_after is not None:
                     replaced = True
-                    await _too_many(retry_after)(scope, receive, send)
+                    await _too_many(retry_after, scope.get("path", ""))(scope, receive, send)
                     return
             await send(message)
 
@@ -123,10 +124,16 @@ class AuthThrottle:
         return max(waits, default=None)
 
 
-def _too_many(retry_after: float) -> ErrorResponse:
+def _too_many(retry_after: float, path: str) -> Response:
+    """The 429, in the shape the caller reads: RFC 6749 JSON on the OAuth back channel (OAuth
+    libraries parse ``error``), the REST error object everywhere else."""
     seconds = max(1, math.ceil(retry_after))
-    return ErrorResponse(
-        429,
-        f"too many failed authentications from this client or for this key; retry in {seconds} s",
-        headers={"Retry-After": str(seconds)},
-    )
+    message = f"too many failed authentications from this client or for this key; retry in {seconds} s"
+    headers = {"Retry-After": str(seconds)}
+    if path in OAUTH_BACK_CHANNEL:
+        return JSONResponse(
+            {"error": "slow_down", "error_description": message},
+            status_code=429,
+            headers={**headers, "Cache-Control": "no-store"},
+        )
+    return ErrorResponse(429, message, headers=headers)
