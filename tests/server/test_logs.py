@@ -36,6 +36,7 @@ async def test_access_log_is_json_with_the_request_id(server: RunningServer, acc
     async with httpx2.AsyncClient(base_url=server.base) as http:
         given = await http.get("/healthz", headers={"X-Request-Id": "req-given-42"})
         generated = await http.get("/v1/whoami")
+        nested = await http.post("/v1/memories/m-1/accept")  # a route of a router inside `/v1`
     assert given.headers["x-request-id"] == "req-given-42"
     assert len(generated.headers["x-request-id"]) == 32
     entries = [json.loads(line) for line in access_lines]
@@ -43,4 +44,5 @@ async def test_access_log_is_json_with_the_request_id(server: RunningServer, acc
     assert by_id["req-given-42"]["route"] == "/healthz" and by_id["req-given-42"]["status"] == 200
     unauthorized = by_id[generated.headers["x-request-id"]]
     assert unauthorized["route"] == "/v1/whoami" and unauthorized["status"] == 401
+    assert by_id[nested.headers["x-request-id"]]["route"] == "/v1/memories/{memory_id}/accept"
     assert unauthorized["level"] == "info" and unauthorized["duration_ms"] >= 0

@@ -116,9 +116,12 @@ def _route_label(scope: Scope) -> str:
     """The route template, never the raw path: ids in paths would explode the label set."""
     route = scope.get("route")
     path = getattr(route, "path", None)
-    if isinstance(path, str):
-        return path
     raw = scope.get("path", "")
+    if isinstance(path, str):
+        # A router included in the prefixed `/v1` router keeps its own paths (FastAPI 0.16x): the
+        # prefix is the leading segments of the matched path that the template does not cover.
+        extra = raw.rstrip("/").count("/") - path.rstrip("/").count("/")
+        return "/".join(raw.split("/")[: extra + 1]) + path if extra > 0 else path
     return "/mcp" if raw.startswith("/mcp") else "other"
 
 
