@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -192,3 +193,20 @@ def machine() -> str:
     except (OSError, StopIteration, ValueError):
         pass
     return f"{os.cpu_count()} CPU cores ({cpu}){memory}, no GPU, Python {platform.python_version()}"
+
+
+def plain_encoding_seconds(texts: Sequence[str], batch_size: int, modes: Sequence[str]) -> dict[str, float]:
+    """Seconds the plain model takes to encode ``texts`` in batches, nothing around it, in each
+    number format of ``modes`` (``fp32``, ``bf16``): the rate the model allows, which ingest
+    figures are compared with. Each model is warmed up first, untimed."""
+    from memory_mcp.embedder.model import encode, load_model
+
+    seconds = {}
+    for mode in modes:
+        model = load_model(None, "cpu", precision="fp32" if mode == "fp32" else "bf16")
+        encode(model, list(texts[:batch_size]), batch_size=batch_size)
+        started = time.perf_counter()
+        for start in range(0, len(texts), batch_size):
+            encode(model, list(texts[start : start + batch_size]), batch_size=batch_size)
+        seconds[mode] = time.perf_counter() - started
+    return seconds

@@ -25,10 +25,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.common import bench_server, machine
+from bench.common import bench_server, machine, plain_encoding_seconds
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import BulkPolicy, embed_bulk, make_embedder
-from memory_mcp.embedder.model import encode, load_model
 from memory_mcp.embedder.static import load_static_model
 from memory_mcp.store import spaces, transfer
 from memory_mcp.store.db import Database
@@ -121,24 +120,11 @@ async def run(args: argparse.Namespace, app_url: str) -> None:
         lines = export_lines(args.count, texts=texts)
         precision = getattr(getattr(embedder, "model", None), "precision", None)
         mode = precision.mode if precision else "fp32"
-        # The baselines: the plain fp32 model, and the plain model in the number format the import
-        # runs in (bf16 where the start-up probe chose it), nothing else around them.
-        plain_models = {"fp32": load_model(None, "cpu")}
-        if mode != "fp32":
-            plain_models[mode] = load_model(None, "cpu", precision=mode)
+        modes = ["fp32"] if mode == "fp32" else ["fp32", mode]
         contents = [json.loads(line)["content"] for line in lines]
-        for plain_model in plain_models.values():
-            encode(plain_model, contents[: args.batch_size], batch_size=args.batch_size)  # warm-up
 
         def plain() -> dict[str, float]:
-            """Seconds to encode the same texts in the same batches with each plain model."""
-            seconds = {}
-            for name, plain_model in plain_models.items():
-                started = time.perf_counter()
-                for start in range(0, len(contents), args.batch_size):
-                    encode(plain_model, contents[start : start + args.batch_size], batch_size=args.batch_size)
-                seconds[name] = time.perf_counter() - started
-            return seconds
+            return plain_encoding_seconds(contents, args.batch_size, modes)
 
         # Timed before and after the import, and averaged: on shared cores the machine's speed
         # drifts within a run, and one side of the import alone would carry that drift.
@@ -176,7 +162,7 @@ async def run(args: argparse.Namespace, app_url: str) -> None:
         )
         rate = args.count / total
         ratios = []
-        for name in plain_models:
+        for name in modes:
             plain_rate = args.count / ((plain_before[name] + plain_after[name]) / 2)
             ratios.append(f"{rate / plain_rate:.2f}x plain {name}")
             print(

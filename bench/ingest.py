@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx2
 import psutil
 
-from bench.common import machine, serve_process
+from bench.common import machine, plain_encoding_seconds, serve_process
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import make_embedder
 from memory_mcp.store import extractors, pipeline
@@ -183,9 +183,23 @@ async def in_process(args: argparse.Namespace, work: Path) -> None:
         total_s = time.perf_counter() - started
         total_cpu = cpu_seconds() - cpu
         chars = sum(len(p) for p in text_pages(args.pages)) / args.pages
-        print(f"text PDF, {args.pages} pages of {chars:.0f} characters, {len(texts)} memories (in process):")
+        precision = getattr(getattr(embedder, "model", None), "precision", None)
+        mode = precision.mode if precision else "fp32"
+        modes = ["fp32"] if mode == "fp32" else ["fp32", mode]
+        plain = plain_encoding_seconds(texts, settings.embedder_max_batch, modes)
+        rate = args.pages / total_s
+        print(
+            f"text PDF, {args.pages} pages of {chars:.0f} characters, {len(texts)} memories "
+            f"(in process, the model in {mode}):"
+        )
         print(f"  extraction alone                      {args.pages / extracted_s:8.1f} pages/s")
-        print(f"  extraction + chunking + embedding     {args.pages / total_s:8.1f} pages/s   (target >= 10)")
+        print(f"  extraction + chunking + embedding     {rate:8.1f} pages/s   (target >= 10)")
+        for name, seconds in plain.items():
+            plain_rate = args.pages / seconds
+            print(
+                f"  plain {name} encoding of its pieces     {plain_rate:8.1f} pages/s   "
+                f"(the pipeline: {rate / plain_rate:.2f}x, target >= 0.8x)"
+            )
         print(f"  CPU time {total_cpu / args.pages:.2f} s a page ({load()})")
     finally:
         await embedder.aclose()

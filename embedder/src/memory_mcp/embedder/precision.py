@@ -74,22 +74,25 @@ def decide(speedup: float, parity: float) -> PrecisionChoice:
 Encode = Callable[[list[str]], NDArray[np.float32]]
 
 
-def _rate(encode: Encode, texts: list[str], rounds: int) -> tuple[float, NDArray[np.float32]]:
-    """Texts per second of the best of ``rounds`` timed passes (after one untimed warm-up pass)."""
-    vectors = encode(texts)
-    best = float("inf")
+def _rates(encoders: list[Encode], texts: list[str], rounds: int) -> list[tuple[float, NDArray[np.float32]]]:
+    """Texts per second of each encoder, the best of ``rounds`` timed passes (after one untimed
+    warm-up pass each), with its vectors. The passes take turns (A, B, A, B...): on a shared machine
+    a burst of other work then slows both sides, not the one that happened to run during it."""
+    vectors = [encode(texts) for encode in encoders]
+    best = [float("inf")] * len(encoders)
     for _ in range(rounds):
-        started = time.perf_counter()
-        encode(texts)
-        best = min(best, time.perf_counter() - started)
-    return len(texts) / best, vectors
+        for at, encode in enumerate(encoders):
+            started = time.perf_counter()
+            encode(texts)
+            best[at] = min(best[at], time.perf_counter() - started)
+    return [(len(texts) / seconds, found) for seconds, found in zip(best, vectors, strict=True)]
 
 
 def probe(
     encode_fp32: Encode,
     encode_bf16: Encode,
     *,
-    rounds: int = 2,
+    rounds: int = 3,
     forced: tuple[float, float] | None = None,
 ) -> PrecisionChoice:
     """Time both encoders on :data:`PROBE_TEXTS` and compare their vectors, then :func:`decide`.
@@ -98,8 +101,7 @@ def probe(
     must reach both outcomes whatever the machine.
     """
     texts = list(PROBE_TEXTS)
-    fp32_rate, fp32_vectors = _rate(encode_fp32, texts, rounds)
-    bf16_rate, bf16_vectors = _rate(encode_bf16, texts, rounds)
+    (fp32_rate, fp32_vectors), (bf16_rate, bf16_vectors) = _rates([encode_fp32, encode_bf16], texts, rounds)
     # Normalised again: bf16 rows are unit length only to bf16's precision.
     norms = np.linalg.norm(fp32_vectors, axis=1) * np.linalg.norm(bf16_vectors, axis=1)
     cosines = np.sum(fp32_vectors * bf16_vectors, axis=1) / norms
