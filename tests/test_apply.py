@@ -259,7 +259,13 @@ def test_every_invalid_object_is_named_with_its_field() -> None:
 
 def test_unknown_fields_are_refused_at_every_level_with_every_other_problem() -> None:
     space = {
-        **obj("Space", "gamma", displayName=" ", colour="blue", quotas={"maxMemories": -1, "maxMemory": 3}),
+        **obj(
+            "Space",
+            "gamma",
+            displayName=" ",
+            colour="blue",
+            quotas={"maxMemories": -1, "maxDocuments": 2**31, "maxMemory": 3},
+        ),
         "extra": 1,
     }
     key = obj(
@@ -280,7 +286,11 @@ def test_unknown_fields_are_refused_at_every_level_with_every_other_problem() ->
         "Space 'gamma' (team.yaml, document 1): spec.displayName: must not be blank",
         f"Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemory: unknown field (spec.quotas has "
         f"maxBytes, maxDocuments, maxMediaSeconds, maxMemories, maxPdfPages); {prune}",
-        "Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemories: must be an integer >= 0, got -1",
+        "Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemories: must be an integer from 0 to 2147483647, "
+        "got -1",
+        # More than the database's integer column holds: refused here, not by a failing reconcile.
+        "Space 'gamma' (team.yaml, document 1): spec.quotas.maxDocuments: must be an integer from 0 to 2147483647, "
+        "got 2147483648",
         f"ApiKey 'k' (team.yaml, document 2): spec.grants[0].role: unknown field (spec.grants[0] has access, "
         f"space); {prune}",
         f"ApiKey 'k' (team.yaml, document 2): spec.secretRef.key: unknown field (spec.secretRef has name, "

@@ -152,6 +152,8 @@ def test_space_rules() -> None:
     assert rules_at(schema, ".spec.writePolicy") == [], "the enum says it"
     for quota in ("maxMemories", "maxDocuments", "maxBytes"):
         assert spec["properties"]["quotas"]["properties"][quota]["minimum"] == 0
+    for quota in ("maxMemories", "maxDocuments"):  # their columns are PostgreSQL integers
+        assert spec["properties"]["quotas"]["properties"][quota]["maximum"] == validation.MAX_INTEGER_COLUMN
     for limit in ("maxPdfPages", "maxMediaSeconds"):  # NULL, not 0, says "the server's setting"
         assert spec["properties"]["quotas"]["properties"][limit]["minimum"] == 1
         assert spec["properties"]["quotas"]["properties"][limit]["maximum"] == validation.MAX_SPACE_FILE_LIMIT

@@ -95,11 +95,11 @@ def _string(spec: Mapping[str, Any], key: str, *, required: bool = False, defaul
     return value
 
 
-def _count(value: object, field: str) -> int | None:
+def _count(value: object, field: str, most: int = validation.MAX_INTEGER_COLUMN) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(field, f"must be an integer >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        raise ValidationError(field, f"must be an integer from 0 to {most}, got {value!r}")
     return value
 
 
@@ -156,7 +156,9 @@ class SpaceSpec:
         max_documents = check.field(
             lambda: _count(quotas.get("maxDocuments"), "spec.quotas.maxDocuments"), None
         )
-        max_bytes = check.field(lambda: _count(quotas.get("maxBytes"), "spec.quotas.maxBytes"), None)
+        max_bytes = check.field(
+            lambda: _count(quotas.get("maxBytes"), "spec.quotas.maxBytes", validation.MAX_BIGINT_COLUMN), None
+        )
         max_pdf_pages = check.field(
             lambda: validation.file_limit(quotas.get("maxPdfPages"), "spec.quotas.maxPdfPages"), None
         )
@@ -281,7 +283,10 @@ class ApiKeySpec:
             name=check.field(lambda: _dns_subdomain(ref.get("name"), "spec.secretRef.name"), ""),
         )
         rotation: int | None = check.field(
-            lambda: _count(spec.get("rotationGeneration"), "spec.rotationGeneration"), None
+            lambda: _count(
+                spec.get("rotationGeneration"), "spec.rotationGeneration", validation.MAX_BIGINT_COLUMN
+            ),
+            None,
         )
         expires_at = check.field(lambda: _rfc3339(spec.get("expiresAt"), "spec.expiresAt"), None)
         rate_limit = None

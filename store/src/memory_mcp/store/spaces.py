@@ -71,13 +71,13 @@ async def upsert_space(
         raise ValidationError("deletionPolicy", "must be 'Retain' or 'Delete'")
     if write_policy not in WRITE_POLICIES:
         raise ValidationError("writePolicy", "must be 'Direct' or 'Review'")
-    for field, quota in (
-        ("quotas.maxMemories", max_memories),
-        ("quotas.maxDocuments", max_documents),
-        ("quotas.maxBytes", max_bytes),
+    for field, quota, most in (
+        ("quotas.maxMemories", max_memories, validation.MAX_INTEGER_COLUMN),
+        ("quotas.maxDocuments", max_documents, validation.MAX_INTEGER_COLUMN),
+        ("quotas.maxBytes", max_bytes, validation.MAX_BIGINT_COLUMN),
     ):
-        if quota is not None and quota < 0:
-            raise ValidationError(field, "must be >= 0")
+        if quota is not None and not 0 <= quota <= most:
+            raise ValidationError(field, f"must be from 0 to {most}")
     validation.file_limit(max_pdf_pages, "quotas.maxPdfPages")
     validation.file_limit(max_media_seconds, "quotas.maxMediaSeconds")
     values = {

@@ -38,7 +38,9 @@ MAX_PDF_PAGES = 2_000
 MAX_MEDIA_SECONDS = 4 * 3600.0
 # A Space may set its own values of those two (spec.quotas.maxPdfPages and maxMediaSeconds, in whole
 # seconds), above or below the settings, up to what their integer columns hold.
-MAX_SPACE_FILE_LIMIT = 2**31 - 1
+MAX_INTEGER_COLUMN = 2**31 - 1  # PostgreSQL `integer`: maxMemories, maxDocuments and these two
+MAX_BIGINT_COLUMN = 2**63 - 1  # PostgreSQL `bigint`: maxBytes
+MAX_SPACE_FILE_LIMIT = MAX_INTEGER_COLUMN
 MAX_QUERY = 2000  # a semantic search question
 MAX_KEYWORD = 200  # a literal keyword
 MAX_CATEGORY = 64
