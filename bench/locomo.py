@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 
 from bench.common import bench_server, machine, percentile, serve_process, writer_contexts
 from bench.retrieval import parse_params
@@ -417,6 +418,10 @@ async def via_store(
                     )
                     save_latencies.append(time.perf_counter() - started)
                     by_memory.setdefault(saved.memory.id, turn.dia_id)
+                # Statistics, as autovacuum gathers them within a minute of a load: without them the
+                # planner reads a whole space where an index step finds a memory's neighbour.
+                with psycopg.connect(bench_db.owner_dsn, autocommit=True) as conn:
+                    conn.execute("ANALYZE memories")
                 for n, pass_scores in enumerate(passes):
                     if n:  # the second pass: the documents join the space first
                         for contents in documents:

@@ -129,6 +129,10 @@ async def load(
                 [(m.created_offset_days, m.created_offset_days, loaded.ids[m.key]) for m in data.memories],
             )
         conn.commit()
+        # Statistics, as autovacuum gathers them within a minute of a load (bench/scale.py too):
+        # without them the planner's choices depend on which indexes exist, not on the data.
+        conn.execute("ANALYZE memories")
+        conn.commit()
     return loaded
 
 

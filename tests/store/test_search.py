@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import random
 import uuid
@@ -17,6 +18,7 @@ from memory_mcp.server.backfill import backfill, backfill_static
 from memory_mcp.store import documents, identity, memories, pipeline, profile, search, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
+from memory_mcp.store.extractors.base import Extracted, Section
 from memory_mcp.store.models import Memory, SpaceContext
 from tests.factories import make_key, make_space, make_user
 
@@ -170,10 +172,12 @@ async def test_fused_score_is_similarity_plus_weighted_full_text_plus_recency(
     ctx = await writer(db)
     full = await save(db, ctx, embedder, "Grafana dashboards live in the observability folder.")
     partial = await save(db, ctx, embedder, "The folder of printed invoices is in the cellar.")
-    result = await find(db, ctx, embedder, "grafana dashboards folder", limit=5)
+    # A memory's own score, without the share of its neighbours' (the two were saved one after the
+    # other; test_a_reply_is_found_through_the_turn_its_writer_saved_before_it has that share).
+    params = search.SearchParams(context=False)
+    result = await find(db, ctx, embedder, "grafana dashboards folder", limit=5, params=params)
     by_id = {h.memory.id: h for h in result.hits}
     assert [h.memory.id for h in result.hits] == [full.id, partial.id]
-    params = search.SearchParams()
     best, other = by_id[full.id], by_id[partial.id]
     assert best.similarity is not None and other.similarity is not None
     # Holding every query word, the first has the best full-text score: the whole lexical weight.
@@ -197,10 +201,11 @@ async def test_a_query_word_no_memory_holds_still_counts_in_the_querys_weight(db
     n = len(FILLER) + 1
     known = math.log(1 + (n - 1 + 0.5) / (1 + 0.5))
     unseen = math.log(1 + (n + 0.5) / 0.5)
-    result = await find(db, ctx, None, "grafana zeppelin")
+    own = search.SearchParams(context=False)  # its own score, no share of its neighbours'
+    result = await find(db, ctx, None, "grafana zeppelin", params=own)
     assert [h.memory.id for h in result.hits] == [grafana.id]
     assert result.hits[0].score == pytest.approx(known / (known + unseen), abs=2e-4)
-    assert (await find(db, ctx, None, "grafana")).hits[0].score == pytest.approx(1.0)
+    assert (await find(db, ctx, None, "grafana", params=own)).hits[0].score == pytest.approx(1.0)
 
 
 async def test_results_come_back_in_score_order(db: Database, embedder: Embedder) -> None:
@@ -254,8 +259,8 @@ async def test_the_static_signal_adds_to_the_score_of_the_other_lists_candidates
         return {hit.memory.id: hit.score for hit in result.hits}
 
     on, off = (
-        await found(search.SearchParams(static_weight=0.7)),
-        await found(search.SearchParams(static=False)),
+        await found(search.SearchParams(static_weight=0.7, context=False)),
+        await found(search.SearchParams(static=False, context=False)),
     )
     target = saved[target_text].id
     similarity = float(static_model.encode([query])[0] @ static_model.encode([target_text])[0])
@@ -264,12 +269,14 @@ async def test_the_static_signal_adds_to_the_score_of_the_other_lists_candidates
     assert saved[unmatched_text].id not in on and saved[unmatched_text].id not in off
 
 
-def test_the_common_search_statement_fits_the_drivers_parse_cache() -> None:
-    """psycopg re-parses a statement longer than this on every execution; a search is one statement."""
+def test_the_search_statement_without_context_fits_the_drivers_parse_cache() -> None:
+    """psycopg re-parses a statement longer than this on every execution; a search is one statement.
+    The context of neighbours takes the common statement past it (about 6,000 characters, 0.05 ms
+    of parsing per search: docs/performance.md); without it, the statement still fits."""
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
     where = f"m.space_id = %(s)s AND {memories.LIVE}"
-    sql = search._search_sql(("semantic", "fulltext"), where, False, False, True)
+    sql = search._search_sql(("semantic", "fulltext"), where, False, False, True, False)
     assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
 
 
@@ -363,7 +370,8 @@ async def test_the_static_backfill_fills_every_missing_vector_in_resumable_batch
     assert await memories.count_missing_embeddings(db, "static_embedding") == 0
     assert await backfill_static(db, static_model) == 0
     query = static_model.vectors([texts[1]])[0]
-    found = await search.search_memories(db, ctx, texts[1], limit=1, static_embedding=query)
+    own = search.SearchParams(context=False)  # its own score, no share of its neighbours'
+    found = await search.search_memories(db, ctx, texts[1], limit=1, params=own, static_embedding=query)
     # No model vector: full text holds every word (weight 1) and the static vector is the text's own.
     assert found.hits[0].memory.content == texts[1]
     assert found.hits[0].score == pytest.approx(1 + search.SearchParams().static_weight, abs=2e-3)
@@ -472,3 +480,82 @@ async def test_the_profile_is_made_of_saved_statements_not_pieces_of_documents(
         await search.record_recalls(db, {(ctx.space.id, piece): 9 for piece in list(pieces)[:2]})
     p = await profile.build_profile(db, ctx, 400)
     assert {m.id for m in [*p.stable, *p.recent]} == {m.id for m in saved}
+
+
+async def test_a_reply_is_found_through_the_turn_its_writer_saved_before_it(
+    db: Database, embedder: Embedder
+) -> None:
+    """Memories a writer saves one after another carry context for each other: a reply that shares
+    no word with the question gains a share of the score of the turn it answers, saved just before
+    it by the same writer, and so moves above weaker matches. Another writer's memory saved in
+    between is no neighbour of either: it gets its context from its own writer's memories."""
+    ctx, other = await writer(db), await writer(db)
+    await save_all(db, other, embedder, FILLER)
+    asked = await save(db, ctx, embedder, "Sam: Did you and Alex go anywhere nice for your honeymoon?")
+    between = await save(db, other, embedder, "Travel expenses are reimbursed within two weeks of the trip.")
+    reply = await save(db, ctx, embedder, "Alex: Yes, Lisbon! We had pastries by the river every morning.")
+    offsite, *weaker = await save_all(
+        db,
+        other,
+        embedder,
+        [
+            "Alex booked the team offsite at a hotel by the lake.",
+            "Sam's favourite holiday destination is the mountains in autumn.",
+        ],
+    )
+    question = "Where did Sam and Alex go on their honeymoon?"
+    weight = search.SearchParams().context_weight
+    off = await find(db, ctx, embedder, question, params=search.SearchParams(context=False))
+    on = await find(db, ctx, embedder, question)
+    score_off = {h.memory.id: h.score for h in off.hits}
+    score_on = {h.memory.id: h.score for h in on.hits}
+    rank_off, rank_on = list(score_off), list(score_on)
+
+    assert score_on[reply.id] - score_off[reply.id] == pytest.approx(weight * score_off[asked.id], abs=2e-3)
+    assert rank_off.index(reply.id) > rank_off.index(offsite.id) > rank_off.index(weaker[0].id)
+    assert rank_on.index(reply.id) < min(rank_on.index(offsite.id), rank_on.index(weaker[0].id))
+    # Its writer's neighbour is the offsite memory saved after it, not the question saved before.
+    gain = score_on[between.id] - score_off[between.id]
+    assert gain == pytest.approx(weight * score_off[offsite.id], abs=2e-3)
+    assert gain < weight * score_off[asked.id] / 2
+
+
+async def test_a_piece_of_a_document_gets_context_from_the_pieces_beside_it(
+    db: Database, embedder: Embedder
+) -> None:
+    """The pieces of one document are written together (one time for all of them), so their
+    neighbours are the pieces beside them by position: the answer after a question gains a share of
+    its score and passes memories that matched it better alone; the piece two places further gets
+    the share of its own neighbours only."""
+    ctx = await writer(db)
+    await save_all(db, ctx, embedder, FILLER)
+    # Saved by writers of their own: no neighbours, so the same score both ways.
+    weaker = [
+        await save(db, await writer(db), embedder, t)
+        for t in ("Payroll is paid on the 25th.", "Files of the finance team are on the shared drive.")
+    ]
+    texts = [
+        "Q: Where do the monthly payroll files end up?",
+        "A: In the finance bucket, uploaded at six in the morning and kept for seven years.",
+        "Q: Who approves a new laptop?",
+        "A: Your team lead, in the equipment form.",
+    ]
+    contents = pipeline.prepare(Extracted(sections=[Section(t, separate=True) for t in texts]))
+    assert [p.text for p in contents.pieces] == texts
+    contents = dataclasses.replace(contents, vectors=await embedder.embed(texts))
+    await documents.save_text(db, ctx, None, contents)
+    question = "Where do the monthly payroll files end up?"
+    weight = search.SearchParams().context_weight
+
+    async def scores(params: search.SearchParams) -> dict[str, float]:
+        return {
+            h.memory.content: h.score
+            for h in (await find(db, ctx, embedder, question, limit=20, params=params)).hits
+        }
+
+    off, on = await scores(search.SearchParams(context=False)), await scores(search.SearchParams())
+    assert on[texts[1]] - off[texts[1]] == pytest.approx(weight * off[texts[0]], abs=2e-3)
+    assert on[texts[3]] - off[texts[3]] == pytest.approx(weight * off[texts[2]], abs=2e-3)
+    above = [m.content for m in weaker]
+    assert all(list(off).index(m) < list(off).index(texts[1]) for m in above)
+    assert all(list(on).index(m) > list(on).index(texts[1]) for m in above)
