@@ -66,10 +66,17 @@ async def test_answers_drop_weak_results_keep_a_budget_and_show_passages(docs_se
         assert roomy.structured_content is not None
         assert roomy.structured_content["count"] > wide.structured_content["count"]
 
-        # The numbers shown fall as the lines go down (they are the scores the order follows).
+        # The lines are in the order of the scores (in the structured content), best first; the
+        # text spends no tokens on the numbers.
         roomy_text = roomy.content[0].text  # type: ignore[union-attr]
-        shown = [float(n) for n in re.findall(r"^[0-9a-f]{8} (\d*\.\d\d) ", roomy_text, re.M)]
-        assert len(shown) > 2 and shown == sorted(shown, reverse=True)
+        shown = re.findall(r"^([0-9a-f]{8}) ", roomy_text, re.M)
+        results = roomy.structured_content["results"]
+        scores = [r["score"] for r in results]
+        assert len(shown) > 2 and scores == sorted(scores, reverse=True)
+        assert shown == [r["id"][:8] for r in results]
+        assert "(best first; id > text" in roomy_text and not re.search(
+            r"^[0-9a-f]{8} \.\d\d ", roomy_text, re.M
+        )
         # A document is named once; its later pieces do not repeat it.
         assert roomy_text.count("[doc ") <= 2 < len(shown)
         assert "maxTokens: must be at least 200" in await s.error("search_memory", query="x", maxTokens=10)

@@ -73,10 +73,10 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{rest:02d}"
 
 
-def _hit(h: SearchHitOut, byline: bool, scored: bool, named: set[str]) -> str:
+def _hit(h: SearchHitOut, byline: bool, named: set[str]) -> str:
+    # No score: the lines are in rank order, and the structured content carries `score`. At about
+    # two tokens a line it was a sixth of what a result costs beyond its own text.
     meta = [short_id(h.id)]
-    if scored:  # the score results are ranked by, so the numbers fall as the lines go down
-        meta.append(f"{h.score:.2f}".removeprefix("0"))
     if h.version:
         meta.append(f"v{h.version}")
     if h.category:
@@ -137,8 +137,8 @@ def search(r: SearchOut) -> str:
         lines.append(f"Note: {r.fallback}")
     shared = _shared_byline(r.results)
     # The score orders every search but a category listing (where it is the same for all).
-    scored = bool(r.results) and bool({"semantic", "fulltext", "keyword"} & set(r.modes))
-    legend = "id score > text" if scored else "id > text"
+    ranked = bool(r.results) and bool({"semantic", "fulltext", "keyword"} & set(r.modes))
+    legend = "best first; id > text" if ranked else "id > text"
     if shared:
         legend += f"; all by {shared}"
     if not r.results:
@@ -146,7 +146,7 @@ def search(r: SearchOut) -> str:
     else:
         lines.append(f"{_plural(r.count, 'matching memory')} in space '{r.space}' ({legend}):")
     named: set[str] = set()  # documents an earlier line named: later pieces of one give their page only
-    lines += [_hit(h, byline=shared is None, scored=scored, named=named) for h in r.results]
+    lines += [_hit(h, byline=shared is None, named=named) for h in r.results]
     if r.matching > r.count:
         lines.append(
             f"{_plural(r.matching - r.count, 'more matching memory')} not shown (over the token budget: raise maxTokens "
