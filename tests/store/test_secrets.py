@@ -757,3 +757,11 @@ def test_a_spacing_accent_inside_a_value_does_not_split_it() -> None:
     assert find_secret("db_password: '%¨*@!?#&'") is not None
     assert find_secret(f"pwd = '{_password(10)}´'") is not None
     assert find_secret("Das Passwort enthält kein ¨ und kein ´.") is None
+
+
+def test_a_token_prefix_alone_is_where_a_key_goes_not_a_key() -> None:
+    assert find_secret('contentful_access_token: "CFPAT-"') is None
+    assert find_secret("STRIPE_SECRET_KEY=sk_live_") is None
+    body = _random(24, string.ascii_letters + string.digits, seed=41)
+    assert find_secret(f'contentful_access_token: "CFPAT-{body}"') is not None
+    assert find_secret(f"STRIPE_SECRET_KEY=sk_live_{body}") is not None

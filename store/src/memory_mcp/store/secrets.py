@@ -601,9 +601,13 @@ def _varied(value: str) -> bool:
     return not _is_placeholder(value) and len(set(value)) >= 8
 
 
+# A token's prefix with nothing after it (``CFPAT-``, ``sk_live_``): where a key goes, not a key.
+_PREFIX_STUB = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)*[-_]")
+
+
 def _assigned_value_is_secret(value: str) -> bool:
     """The value of an explicit assignment (``password=...``, or a quoted value)."""
-    if len(value) < 6 or any(c.isspace() for c in value):
+    if len(value) < 6 or any(c.isspace() for c in value) or _PREFIX_STUB.fullmatch(value):
         return False
     if _is_placeholder(value) or _is_reference(value):
         return False
