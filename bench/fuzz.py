@@ -81,6 +81,7 @@ from bench import paths, upload_bombs
 from bench.common import free_port
 from bench.load import wait_ready
 from memory_mcp.store import validation
+from tests.server.oauth_flow import REDIRECT, Flow, pkce
 
 # A tool error reads "field: problem" (DESIGN.md, Errors); the field may be nested ("grants[0].space").
 FIELD_PROBLEM = re.compile(r"^[A-Za-z][\w.\[\]-]*: \S")
@@ -758,7 +759,7 @@ def fuzz_bombs(sender: Sender, server_pid: int, wait_s: float = 180.0) -> dict[s
 
 
 REDIRECTS = [
-    paths.REDIRECT,
+    REDIRECT,
     "http://127.0.0.1:9/other",
     "https://evil.example/callback",
     "javascript:alert(1)",
@@ -800,7 +801,7 @@ def client_ids(registered: str) -> st.SearchStrategy[str]:
 
 def oauth_params(registered: str) -> st.SearchStrategy[list[tuple[str, str]]]:
     """An /authorize request: every field mostly right, sometimes wrong, absent or repeated."""
-    _, challenge = paths.pkce()
+    _, challenge = pkce()
     fields: dict[str, st.SearchStrategy[Any]] = {
         "response_type": weighted((6, st.just("code")), (1, st.sampled_from(["token", "", "code code"]))),
         "client_id": client_ids(registered),
@@ -829,7 +830,7 @@ def maybe_field(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 def token_form(registered: str) -> st.SearchStrategy[list[tuple[str, str]]]:
-    verifier, _ = paths.pkce()
+    verifier, _ = pkce()
     fields: dict[str, st.SearchStrategy[Any]] = {
         "grant_type": weighted(
             (5, st.sampled_from(["authorization_code", "refresh_token"])),
@@ -856,7 +857,7 @@ REGISTER_BODIES = st.one_of(
         {
             "redirect_uris": weighted(
                 (4, st.lists(st.sampled_from(REDIRECTS), min_size=1, max_size=3)),
-                (1, st.lists(st.just(paths.REDIRECT), min_size=30, max_size=60)),
+                (1, st.lists(st.just(REDIRECT), min_size=30, max_size=60)),
                 (1, WRONG),
             ),
             "client_name": maybe(weighted((3, text(300)), (1, st.sampled_from(CREDENTIALS)))),
@@ -873,7 +874,7 @@ REGISTER_BODIES = st.one_of(
             b"{",
             b"[]",
             b"null",
-            b'{"redirect_uris": ["' + paths.REDIRECT.encode() + b'"], "logo_uri": "' + b"x" * 20000 + b'"}',
+            b'{"redirect_uris": ["' + REDIRECT.encode() + b'"], "logo_uri": "' + b"x" * 20000 + b'"}',
             b'{"redirect_uris": ["\\ud800"]}',
             b"[" * 50_000,
         ]
@@ -891,7 +892,7 @@ def fuzz_oauth(sender: Sender, examples: int) -> None:
         sender.send("oauth", f"GET {path}", "GET", path, shape="oauth")
     registered = sender.session.post(
         f"{sender.base}/register",
-        json={"client_name": "Fuzz app", "redirect_uris": [paths.REDIRECT]},
+        json={"client_name": "Fuzz app", "redirect_uris": [REDIRECT]},
         timeout=30,
     ).json()["client_id"]
 
@@ -970,26 +971,26 @@ async def oauth_wrong_steps(sender: Sender) -> None:
     """A real code and refresh token used wrongly: a bad PKCE verifier, another redirect URI, the
     code twice, a refresh token of another client, a revoked refresh token."""
     async with httpx2.AsyncClient(base_url=sender.base, timeout=60) as http:
-        app, other = paths.OAuthApp(http), paths.OAuthApp(http)
-        await app.register("Fuzz PKCE app")
-        await other.register("Fuzz other app")
+        app, other = Flow(http), Flow(http)
+        await app.register(client_name="Fuzz PKCE app")
+        await other.register(client_name="Fuzz other app")
 
         def tally(label: str, response: httpx2.Response) -> None:
             sender.tally.http("oauth", label, response.status_code)
             if response.status_code >= 400:
                 check_shape("oauth", label, response, "oauth", sender.tally)
 
-        code, verifier = await app.code(sender.key)
-        tally("POST /token (wrong PKCE verifier)", await app.exchange(code, verifier[:-1] + "x"))
-        tally("POST /token (code after a failed PKCE)", await app.exchange(code, verifier))
-        code, verifier = await app.code(sender.key)
-        app.redirect_uri, right = "http://127.0.0.1:9/other", app.redirect_uri
-        tally("POST /token (another redirect_uri)", await app.exchange(code, verifier))
-        app.redirect_uri = right
-        code, verifier = await app.code(sender.key)
-        first = await app.exchange(code, verifier)
+        code = await app.code(sender.key)
+        wrong = app.verifier[:-1] + "x"
+        tally("POST /token (wrong PKCE verifier)", await app.exchange(code, code_verifier=wrong))
+        tally("POST /token (code after a failed PKCE)", await app.exchange(code))
+        code = await app.code(sender.key)
+        other_uri = "http://127.0.0.1:9/other"
+        tally("POST /token (another redirect_uri)", await app.exchange(code, redirect_uri=other_uri))
+        code = await app.code(sender.key)
+        first = await app.exchange(code)
         tally("POST /token (code)", first)
-        tally("POST /token (the code again)", await app.exchange(code, verifier))
+        tally("POST /token (the code again)", await app.exchange(code))
         refresh = first.json().get("refresh_token", "") if first.status_code == 200 else ""
         tally("POST /token (refresh by another client)", await other.refresh(refresh))
         tally("POST /revoke (refresh token)", await http.post("/revoke", data={"token": refresh}))

@@ -1,14 +1,12 @@
 """What the fuzz, crash and soak harnesses share for the newer paths: a Curate key made with the
 command line, one-time upload tokens, multipart bodies built by hand (so they can be broken), import
-files, and the OAuth authorization-code flow with PKCE as an app and a browser drive it.
+files, and the server process's memory. The OAuth flow is the tests' own (`tests/server/oauth_flow.py`).
 
 Not a benchmark of its own.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import re
@@ -16,15 +14,11 @@ import secrets
 import subprocess
 import sys
 from dataclasses import dataclass
-from html import unescape
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import psutil
-
-REDIRECT = "http://127.0.0.1:9/callback"  # loopback: allowed without oauth_redirect_hosts
 
 
 def curate_key(data_dir: Path, space: str = "default", name: str = "bench-curator") -> str:
@@ -137,94 +131,3 @@ def tree_rss(pid: int) -> tuple[int, int]:
         return own, children
     except psutil.Error:
         return 0, 0
-
-
-def pkce() -> tuple[str, str]:
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-    return verifier, challenge
-
-
-def hidden_fields(html: str) -> dict[str, str]:
-    return {
-        unescape(m.group(1)): unescape(m.group(2))
-        for m in re.finditer(r'<input type="hidden" name="([^"]*)" value="([^"]*)">', html)
-    }
-
-
-def query_of(location: str) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
-
-
-class OAuthError(Exception):
-    """A step of the flow did not answer as a working server does."""
-
-
-@dataclass
-class OAuthApp:
-    """One registered public client and one person's consent, driven over plain HTTP (the flow of
-    tests/server/oauth_flow.py): ``http`` has the server as base URL and keeps the CSRF cookie."""
-
-    http: httpx2.AsyncClient
-    client_id: str = ""
-    redirect_uri: str = REDIRECT
-
-    async def register(self, name: str = "Bench app") -> None:
-        response = await self.http.post(
-            "/register", json={"client_name": name, "redirect_uris": [self.redirect_uri]}
-        )
-        if response.status_code != 201:
-            raise OAuthError(f"register: {response.status_code} {response.text[:200]}")
-        self.client_id = response.json()["client_id"]
-
-    def authorize_params(self, challenge: str) -> dict[str, str]:
-        return {
-            "response_type": "code",
-            "client_id": self.client_id,
-            "redirect_uri": self.redirect_uri,
-            "state": "st-" + secrets.token_hex(4),
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-            "resource": f"{self.http.base_url}".rstrip("/") + "/mcp",
-        }
-
-    async def code(self, api_key: str) -> tuple[str, str]:
-        """An authorization code for every space the key grants, and its PKCE verifier."""
-        verifier, challenge = pkce()
-        page = await self.http.get("/authorize", params=self.authorize_params(challenge))
-        if page.status_code != 200:
-            raise OAuthError(f"authorize: {page.status_code} {page.text[:200]}")
-        consent = await self.http.post("/authorize", data={**hidden_fields(page.text), "api_key": api_key})
-        offered = re.findall(r'name="space" value="([^"]*)" checked', consent.text)
-        if consent.status_code != 200 or not offered:
-            raise OAuthError(f"sign-in: {consent.status_code} {consent.text[:200]}")
-        data: dict[str, Any] = {**hidden_fields(consent.text), "decision": "allow", "space": offered}
-        back = await self.http.post("/authorize/consent", data=data)
-        if back.status_code != 303:
-            raise OAuthError(f"consent: {back.status_code} {back.text[:200]}")
-        return query_of(back.headers["location"])["code"], verifier
-
-    async def exchange(self, code: str, verifier: str) -> httpx2.Response:
-        return await self.http.post(
-            "/token",
-            data={
-                "grant_type": "authorization_code",
-                "code": code,
-                "redirect_uri": self.redirect_uri,
-                "client_id": self.client_id,
-                "code_verifier": verifier,
-            },
-        )
-
-    async def tokens(self, api_key: str) -> dict[str, Any]:
-        response = await self.exchange(*(await self.code(api_key)))
-        if response.status_code != 200:
-            raise OAuthError(f"token: {response.status_code} {response.text[:200]}")
-        tokens: dict[str, Any] = response.json()
-        return tokens
-
-    async def refresh(self, refresh_token: str) -> httpx2.Response:
-        return await self.http.post(
-            "/token",
-            data={"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": self.client_id},
-        )

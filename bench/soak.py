@@ -37,10 +37,10 @@ from typing import Any
 import httpx2
 import psutil
 
-from bench import paths
 from bench.common import free_port
 from bench.crash import Server, note, postgres_left
 from bench.load import QUERIES, percentile, wait_ready
+from tests.server.oauth_flow import Flow
 
 SAMPLE_EVERY_S = 10.0
 WINDOW_S = 60.0  # the "first minute" and "last minute" of the p99 drift
@@ -97,13 +97,13 @@ async def client(
         httpx2.AsyncClient(base_url=base, timeout=60) as plain,
         httpx2.AsyncClient(base_url=base, auth=bearer, timeout=60) as http,
     ):
-        app = paths.OAuthApp(plain)
+        app = Flow(plain)
         refresh_token, refresh_at = "", until
         if oauth:
             try:
-                await app.register("Soak app")
+                await app.register(client_name="Soak app")
                 tokens = await app.tokens(key)
-            except (paths.OAuthError, httpx2.HTTPError) as exc:
+            except (AssertionError, httpx2.HTTPError) as exc:  # a step that did not answer as it should
                 print(f"OAuth sign-in failed, client {index} uses the key instead: {exc}")
                 record.errors["refresh"] += 1
             else:
