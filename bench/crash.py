@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx2
 import psutil
@@ -133,6 +133,21 @@ def note(writer: int, seq: int, rng: random.Random) -> str:
     )
 
 
+async def post(
+    http: httpx2.AsyncClient, tally: Tally, what: str, url: str, **request: Any
+) -> tuple[int, dict[str, Any]] | None:
+    """POST, and the status with the JSON body ({} when it is not JSON); None (counted as ``what``
+    with no answer, after a pause) while the service is down."""
+    try:
+        answer = await http.post(url, **request)
+    except httpx2.HTTPError:
+        tally.answers[f"{what} no answer".strip()] += 1
+        await asyncio.sleep(0.1)
+        return None
+    body = answer.json() if answer.headers.get("content-type") == "application/json" else {}
+    return answer.status_code, body
+
+
 async def writer(index: int, base: str, key: str, tally: Tally, stop: asyncio.Event) -> None:
     rng = random.Random(index)
     seq = 0
@@ -142,18 +157,15 @@ async def writer(index: int, base: str, key: str, tally: Tally, stop: asyncio.Ev
         while not stop.is_set():
             seq += 1
             sent = time.monotonic()
-            try:
-                answer = await http.post("/v1/memories", json={"content": note(index, seq, rng)})
-            except httpx2.HTTPError:
-                tally.answers["no answer"] += 1
-                await asyncio.sleep(0.1)
+            got = await post(http, tally, "", "/v1/memories", json={"content": note(index, seq, rng)})
+            if got is None:
                 continue
-            body = answer.json() if answer.headers.get("content-type") == "application/json" else {}
-            if answer.status_code == 200 and body.get("memory"):
+            status, body = got
+            if status == 200 and body.get("memory"):
                 tally.answers[f"200 {body['status']}"] += 1
                 tally.acks.append(Ack(body["memory"]["id"], sent, time.monotonic()))
             else:
-                tally.answers[f"{answer.status_code} {body.get('error', '')}".strip()] += 1
+                tally.answers[f"{status} {body.get('error', '')}".strip()] += 1
                 await asyncio.sleep(0.1)
 
 
@@ -167,18 +179,18 @@ async def uploader(index: int, base: str, key: str, tally: Tally, stop: asyncio.
         while not stop.is_set():
             seq += 1
             content = f"Crash bench upload {index}.{seq}. {note(index, seq, rng)}\n"
-            try:
-                answer = await http.post(
-                    "/v1/documents",
-                    files={"file": (f"note-{index}-{seq}.txt", content.encode(), "text/plain")},
-                )
-            except httpx2.HTTPError:
-                tally.answers["upload no answer"] += 1
-                await asyncio.sleep(0.1)
+            got = await post(
+                http,
+                tally,
+                "upload",
+                "/v1/documents",
+                files={"file": (f"note-{index}-{seq}.txt", content.encode(), "text/plain")},
+            )
+            if got is None:
                 continue
-            body = answer.json() if answer.headers.get("content-type") == "application/json" else {}
-            tally.answers[f"upload {answer.status_code} {body.get('error', '')}".strip()] += 1
-            if answer.status_code in (200, 202) and body.get("id"):
+            status, body = got
+            tally.answers[f"upload {status} {body.get('error', '')}".strip()] += 1
+            if status in (200, 202) and body.get("id"):
                 tally.uploads[body["id"]] = content
             await asyncio.sleep(UPLOAD_PAUSE_S)
 
@@ -197,24 +209,24 @@ async def importer(index: int, base: str, key: str, lines: int, tally: Tally, st
                 f"Crash bench import {index}.{seq}.{n}: {note(index, seq, rng)}" for n in range(lines)
             ]
             file = paths.jsonl_file(contents, f"crash-{index}-{seq}")
-            try:
-                answer = await http.post(
-                    "/v1/spaces/default/import",
-                    params={"from": "jsonl"},
-                    files={"file": ("export.jsonl", file, "application/x-ndjson")},
-                )
-            except httpx2.HTTPError:
-                tally.answers["import no answer"] += 1
-                await asyncio.sleep(0.1)
+            got = await post(
+                http,
+                tally,
+                "import",
+                "/v1/spaces/default/import",
+                params={"from": "jsonl"},
+                files={"file": ("export.jsonl", file, "application/x-ndjson")},
+            )
+            if got is None:
                 continue
-            body = answer.json() if answer.headers.get("content-type") == "application/json" else {}
-            if answer.status_code == 200 and body.get("imported", 0) + body.get("already", 0) == lines:
+            status, body = got
+            if status == 200 and body.get("imported", 0) + body.get("already", 0) == lines:
                 tally.answers["import 200"] += 1
                 tally.imported.extend(contents)
-            elif answer.status_code == 200:
+            elif status == 200:
                 tally.answers[f"import 200 but {len(body.get('skipped', []))} skipped"] += 1
             else:
-                tally.answers[f"import {answer.status_code} {body.get('error', '')}".strip()] += 1
+                tally.answers[f"import {status} {body.get('error', '')}".strip()] += 1
             await asyncio.sleep(UPLOAD_PAUSE_S)
 
 
