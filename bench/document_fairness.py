@@ -15,27 +15,17 @@ Target: the other-tenant wait within 5 s while the scan runs (``document_slice_s
 from __future__ import annotations
 
 import argparse
-import io
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx2
-import pypdf
 
 from bench.common import machine, serve_process
+from tests import samples
 
 NOTE = b"Standup moves to 9:30 on Monday."  # 32 bytes
-
-
-def blank_pdf(pages: int) -> bytes:
-    writer = pypdf.PdfWriter()
-    for _ in range(pages):
-        writer.add_blank_page(width=612, height=792)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 def _cli(data_dir: Path, *args: str) -> str:
@@ -96,7 +86,7 @@ def main() -> None:
             print(f"small file alone on an idle server: {alone:.1f} s", flush=True)
 
             scan_started = time.perf_counter()
-            scan = _upload(http, "scan.pdf", blank_pdf(args.pages), "default")
+            scan = _upload(http, "scan.pdf", samples.blank_pdf(args.pages), "default")
             _wait(http, scan, ("processing", "done", "failed"))
             time.sleep(3)  # well into the scan
             started = time.perf_counter()

@@ -207,3 +207,17 @@ def silent_wav(path: Path, seconds: float = 3.0) -> Path:
         out.setframerate(16000)
         out.writeframes(b"\x00\x00" * int(16000 * seconds))
     return path
+
+
+def blank_pdf(pages: int) -> bytes:
+    """A PDF of `pages` blank pages (no text layer: each would go to OCR)."""
+    import io
+
+    import pypdf
+
+    writer = pypdf.PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(width=612, height=792)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

@@ -9,14 +9,12 @@ import json
 import logging
 import random
 import string
-import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import docx
 import httpx2
-import pypdf
 import pytest
 
 from bench import secret_corpus_hiding as hiding
@@ -375,26 +373,6 @@ async def test_upload_tokens_spend_the_burst_of_their_key(docs_server: RunningSe
 # ---------------------------------------------------------------------------------------------
 
 
-def blank_pdf(pages: int) -> bytes:
-    """A PDF of `pages` blank pages (no text layer: each would go to OCR)."""
-    writer = pypdf.PdfWriter()
-    for _ in range(pages):
-        writer.add_blank_page(width=612, height=792)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
-
-
-def silent_wav(seconds: int) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as audio:
-        audio.setnchannels(1)
-        audio.setsampwidth(2)
-        audio.setframerate(8000)
-        audio.writeframes(bytes(16000 * seconds))
-    return out.getvalue()
-
-
 async def test_pdf_pages_and_recording_length_have_limits(
     db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
 ) -> None:
@@ -405,8 +383,11 @@ async def test_pdf_pages_and_recording_length_have_limits(
         async with httpx2.AsyncClient(
             base_url=server.base, headers={"Authorization": f"Bearer {key}"}, timeout=60
         ) as http:
-            pdf = await http.post("/v1/documents", files={"file": ("scan.pdf", blank_pdf(5))})
-            wav = await http.post("/v1/documents", files={"file": ("call.wav", silent_wav(5))})
+            pdf = await http.post("/v1/documents", files={"file": ("scan.pdf", samples.blank_pdf(5))})
+            wav = await http.post(
+                "/v1/documents",
+                files={"file": ("call.wav", samples.silent_wav(tmp_path / "call-5.wav", 5).read_bytes())},
+            )
             assert pdf.status_code == 202 and wav.status_code == 202, (pdf.text, wav.text)
             failed_pdf = await finished(http, pdf.json()["id"])
             failed_wav = await finished(http, wav.json()["id"])
@@ -442,7 +423,9 @@ async def test_a_spaces_own_limits_replace_the_servers_lower_or_higher(
                 return await finished(http, sent.json()["id"])
 
             three_in_tight = await upload(tight, "runbook.pdf", three_pages)
-            call_in_tight = await upload(tight, "call.wav", silent_wav(2))
+            call_in_tight = await upload(
+                tight, "call.wav", samples.silent_wav(tmp_path / "call-2.wav", 2).read_bytes()
+            )
             three_in_plain = await upload(plain, "runbook.pdf", three_pages)
             four_in_plain = await upload(plain, "manual.pdf", four_pages)
             four_in_manuals = await upload(manuals, "manual.pdf", four_pages)
@@ -471,7 +454,7 @@ async def test_a_small_file_of_one_space_does_not_wait_for_another_spaces_long_s
                 base_url=server.base, headers={"Authorization": f"Bearer {small_key}"}, timeout=60
             ) as small,
         ):
-            scan = await big.post("/v1/documents", files={"file": ("scan.pdf", blank_pdf(20))})
+            scan = await big.post("/v1/documents", files={"file": ("scan.pdf", samples.blank_pdf(20))})
             assert scan.status_code == 202, scan.text
             for _ in range(600):  # until the worker holds the scan
                 if (await big.get(f"/v1/documents/{scan.json()['id']}")).json()["status"] == "processing":
