@@ -25,7 +25,7 @@ from typing import Any
 import jwt
 
 from memory_mcp.core.settings import Settings
-from memory_mcp.store import identity
+from memory_mcp.store import identity, oauth
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import AuthenticationFailed
 from memory_mcp.store.models import Caller
@@ -158,12 +158,8 @@ async def verified_claims(keys: IssuerKeys, token: str, audiences: Sequence[str]
             leeway=LEEWAY_S,
             options={"require": ["exp", "iss", "aud"]},
         )
-    except jwt.ExpiredSignatureError:
-        raise _failed("token_expired") from None
-    except (jwt.InvalidAudienceError, jwt.InvalidIssuerError):
-        raise _failed("token_wrong_audience") from None
-    except jwt.PyJWTError:
-        raise _failed("token_invalid") from None
+    except jwt.PyJWTError as exc:
+        raise oauth.token_failure(exc) from None
     return claims
 
 

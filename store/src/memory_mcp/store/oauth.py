@@ -13,7 +13,6 @@ import base64
 import hashlib
 import hmac
 import json
-import logging
 import secrets
 import time
 import uuid
@@ -32,11 +31,9 @@ from . import validation
 from .audit import record
 from .db import Database
 from .errors import AuthenticationFailed, StoreError
-from .identity import CALLER_SQL, caller_for_key, caller_from_row
+from .identity import CALLER_SQL, caller_for_key, caller_from_row, failure
 from .models import Caller
 from .oauth_keys import ALGORITHM, SigningKey, SigningKeys, b64
-
-log = logging.getLogger(__name__)
 
 TOKEN_TYPE = "at+jwt"  # RFC 9068
 SCOPE = "memory"
@@ -638,12 +635,8 @@ async def caller_for_access_token(
     """
     try:
         claims = await _verified_claims(db, keys, token, issuer=issuer, audiences=audiences)
-    except jwt.ExpiredSignatureError:
-        raise _failed("token_expired") from None
-    except (jwt.InvalidAudienceError, jwt.InvalidIssuerError):
-        raise _failed("token_wrong_audience") from None
-    except jwt.PyJWTError:
-        raise _failed("token_invalid") from None
+    except jwt.PyJWTError as exc:
+        raise token_failure(exc) from None
     if claims is None:
         raise _failed("token_invalid")
     try:
@@ -675,6 +668,16 @@ async def caller_for_family(
     return replace(caller, grants=tuple(g for g in caller.grants if g.space.id in kept))
 
 
-def _failed(reason: str) -> AuthenticationFailed:
-    log.warning("authentication failed: %s", reason, extra={"fields": {"reason": reason}})
-    return AuthenticationFailed(reason)
+def token_failure(exc: jwt.PyJWTError) -> AuthenticationFailed:
+    """The refusal of a token whose signed claims did not verify, with its reason (our own tokens
+    and an external provider's alike)."""
+    if isinstance(exc, jwt.ExpiredSignatureError):
+        return _failed("token_expired")
+    if isinstance(exc, jwt.InvalidAudienceError | jwt.InvalidIssuerError):
+        return _failed("token_wrong_audience")
+    return _failed("token_invalid")
+
+
+# Every refused credential is logged under one budget (a flood of bad tokens writes a few lines and
+# a count), as a key's is.
+_failed = failure
