@@ -1002,14 +1002,17 @@ _NAME_END_AND_SEPARATOR = r"""(?![A-Za-z0-9_-])["']?[ \t]*(?P<sep>:=|=>|=|:)[ \t
 
 # Tokens of other services whose format starts with a prefix: the table of `secret_formats`,
 # one rule per kind, tried only where a prefix occurs (`_Rule.anchors`).
-def _prefix_pattern(kind: str) -> re.Pattern[str]:
+def _prefix_rule(kind: str) -> _Rule:
     formats = [f for f in TOKEN_FORMATS if f.kind == kind]
     body = "|".join(f"{re.escape(f.prefix)}{f.body}" for f in formats)
-    return re.compile(f"(?P<v>{body})(?![A-Za-z0-9_-])")
-
-
-def _prefix_anchors(kind: str) -> tuple[str, ...]:
-    return tuple(sorted({f.prefix.lower() for f in TOKEN_FORMATS if f.kind == kind}))
+    return _Rule(
+        kind,
+        re.compile(f"(?P<v>{body})(?![A-Za-z0-9_-])"),
+        _value(_varied),
+        not_after=_WORD_DASH,
+        anchors=tuple(sorted({f.prefix.lower() for f in formats})),
+        in_tokens=True,
+    )
 
 
 # Tokens with a fixed shape but no prefix: Telegram bot tokens (``<bot id>:AA<33>``), Mailchimp API
@@ -1355,14 +1358,7 @@ _RULES: tuple[_Rule, ...] = (
         _value(_varied),
         not_after=_WORD,
     ),
-    _Rule(
-        "gitlab_token",
-        _prefix_pattern("gitlab_token"),
-        _value(_varied),
-        not_after=_WORD_DASH,
-        anchors=_prefix_anchors("gitlab_token"),
-        in_tokens=True,
-    ),
+    _prefix_rule("gitlab_token"),
     _Rule(
         "slack_webhook",
         re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]+/[A-Za-z0-9/]{20,}"),
@@ -1459,14 +1455,7 @@ _RULES: tuple[_Rule, ...] = (
         _value(_varied),
         not_after=_WORD,
     ),
-    _Rule(
-        "service_token",
-        _prefix_pattern("service_token"),
-        _value(_varied),
-        not_after=_WORD_DASH,
-        anchors=_prefix_anchors("service_token"),
-        in_tokens=True,
-    ),
+    _prefix_rule("service_token"),
     _Rule("service_token", _TELEGRAM, _value(_varied), hints=(":aa",), not_after=_WORD_DASH),
     _Rule("service_token", _MAILCHIMP, hints=("-us",), in_tokens=True),
     _Rule("discord_token", _DISCORD_BOT_TOKEN, _discord_bot_token, in_tokens=True),
