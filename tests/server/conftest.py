@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -99,6 +100,15 @@ async def run_server(
 @pytest.fixture
 async def server(db_urls: tuple[str, str], embedder: Embedder) -> AsyncIterator[RunningServer]:
     async with run_server(db_urls[0], embedder) as running:
+        yield running
+
+
+@pytest.fixture
+async def docs_server(
+    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
+) -> AsyncIterator[RunningServer]:
+    """A server whose document workers look for jobs every 0.2 s, its files under ``tmp_path``."""
+    async with run_server(db_urls[0], embedder, data_dir=tmp_path, document_poll_s=0.2) as running:
         yield running
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
-import pytest
 
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store.access import Role
@@ -24,14 +22,6 @@ When invoices fail, the on-call engineer restarts the ledger worker and checks t
 pending charges. The ledger worker keeps its state in the table called ledger_entries.
 """
 CSV = "name,team,city\nAda,platform,Zurich\nGrace,compilers,Arlington\nLinus,kernel,Portland\n"
-
-
-@pytest.fixture
-async def docs_server(
-    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
-) -> AsyncIterator[RunningServer]:
-    async with run_server(db_urls[0], embedder, data_dir=tmp_path, document_poll_s=0.2) as running:
-        yield running
 
 
 async def writer_key(server: RunningServer, space: str = "docs") -> str:

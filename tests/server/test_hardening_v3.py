@@ -9,7 +9,6 @@ import json
 import logging
 import random
 import string
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +63,6 @@ async def test_hidden_credentials_are_refused_and_notes_about_them_are_saved(ser
 
 def fake_token(seed: int) -> str:
     return "ghp_" + "".join(random.Random(seed).choices(string.ascii_letters + string.digits, k=36))
-
-
-@pytest.fixture
-async def docs_server(
-    db_urls: tuple[str, str], embedder: Embedder, tmp_path: Path
-) -> AsyncIterator[RunningServer]:
-    async with run_server(db_urls[0], embedder, data_dir=tmp_path, document_poll_s=0.2) as running:
-        yield running
 
 
 async def finished(http: httpx2.AsyncClient, doc_id: str) -> dict[str, Any]:

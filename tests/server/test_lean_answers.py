@@ -7,9 +7,7 @@ import re
 import bpe_openai
 
 from tests.server.conftest import RunningServer, mcp_session
-from tests.server.test_documents_rest import client, docs_server, finished, upload, writer_key
-
-__all__ = ["docs_server"]  # the fixture, used by name
+from tests.server.test_documents_rest import client, finished, upload, writer_key
 
 ENC = bpe_openai.get_encoding("cl100k_base")
 
