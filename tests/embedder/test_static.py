@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memory_mcp.embedder.model import resolve_model_path
 from memory_mcp.embedder.static import (
@@ -64,3 +65,32 @@ def test_the_teacher_checksum_follows_the_teachers_files(tmp_path: Path) -> None
     (copy / "config.json").unlink()
     (copy / "config.json").write_text((teacher / "config.json").read_text().replace("}", ', "x": 1}', 1))
     assert teacher_checksum(copy) != teacher_checksum(teacher)
+
+
+def test_best_matches_score_each_query_word_against_each_texts_words(static_model: StaticModel) -> None:
+    """A word matches itself fully, a related word partly and an unrelated one little; a text with
+    no words matches nothing; the answers follow the texts' order, whatever the word table held."""
+    texts = [["my", "car", "broke", "down"], [], ["sunny", "weather", "today"], ["car"]]
+    first = static_model.best_matches(["car", "vehicle"], texts)
+    assert len(first) == 4 and all(len(row) == 2 for row in first)
+    assert first[0][0] == pytest.approx(1.0, abs=1e-3) and first[3][0] == pytest.approx(1.0, abs=1e-3)
+    assert first[1] == [0.0, 0.0]
+    assert first[0][1] > first[2][1] + 0.1  # "vehicle" is nearer to a car than to the weather
+    assert static_model.best_matches(["car", "vehicle"], texts) == first  # read from the word table
+    assert static_model.best_matches([], texts) == [[], [], [], []]
+    assert static_model.best_matches(["car"], []) == []
+
+
+def test_the_word_table_starts_over_when_full(
+    static_model: StaticModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_mcp.embedder import static
+
+    fresh = StaticModel(static_model.model, static_model.dim, static_model.path)
+    monkeypatch.setattr(static, "WORD_TABLE_SIZE", 3)
+    assert fresh.best_matches(["car"], [["car", "bus"]])[0][0] == pytest.approx(1.0, abs=1e-3)
+    assert len(fresh._words) == 2
+    # Three new words do not fit beside the two held: the table starts over with these.
+    again = fresh.best_matches(["train"], [["car", "train", "plane"]])
+    assert again[0][0] == pytest.approx(1.0, abs=1e-3)
+    assert set(fresh._words) == {"train", "car", "plane"}

@@ -21,7 +21,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,11 @@ def teacher_checksum(teacher: Path) -> str:
     return digest.hexdigest()
 
 
+# Words whose vectors are kept for word matching (``StaticModel.best_matches``): 384 float32 each,
+# so about 31 MB when full; a full table starts over (a space's vocabulary is read again in tens of ms).
+WORD_TABLE_SIZE = 20_000
+
+
 @dataclass(frozen=True)
 class StaticModel:
     """A loaded table: encodes texts into unit-length float32 rows, ``dim`` wide."""
@@ -73,6 +78,8 @@ class StaticModel:
     model: Any  # model2vec.StaticModel
     dim: int
     path: Path
+    _words: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    _table: list[NDArray[np.float32]] = field(default_factory=list, compare=False, repr=False)
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if not texts:
@@ -88,6 +95,49 @@ class StaticModel:
         """:meth:`encode` as plain lists, the form the store takes."""
         result: list[list[float]] = self.encode(texts).tolist()
         return result
+
+    def best_matches(self, words: Sequence[str], texts: Sequence[Sequence[str]]) -> list[list[float]]:
+        """For each text (given as its words), every one of ``words``' highest cosine similarity to
+        a word of that text: 1.0 for the word itself, less for a related one ("cars" and "car",
+        "broke" and "damage"). Search's soft word match (store/search.py). A text with no words
+        matches nothing (0.0). Word vectors are kept between calls (``WORD_TABLE_SIZE``)."""
+        if not words or not texts:
+            return [[0.0] * len(words) for _ in texts]
+        present = [n for n, text in enumerate(texts) if text]
+        out = [[0.0] * len(words) for _ in texts]
+        if not present:
+            return out
+        flat = [*words, *(w for n in present for w in texts[n])]
+        table, index = self._word_table(flat)
+        # The distinct words' vectors once; each text's columns side by side, and the maximum over
+        # each text's run of them.
+        rows = np.fromiter((index[w] for w in flat), np.int64, len(flat))
+        distinct, columns = np.unique(rows, return_inverse=True)
+        similarity = table[rows[: len(words)]] @ table[distinct].T
+        starts = np.cumsum([0, *(len(texts[n]) for n in present[:-1])])
+        best = np.maximum.reduceat(similarity[:, columns[len(words) :]], starts, axis=1).T.tolist()
+        for n, values in zip(present, best, strict=True):
+            out[n] = values
+        return out
+
+    def _word_table(self, words: list[str]) -> tuple[NDArray[np.float32], dict[str, int]]:
+        """A table holding every one of ``words`` and each word's row in it: the kept word table
+        (encoding the words it lacks), started over when they would not fit beside what it holds,
+        or a table of their own when they are more than it holds at all."""
+        distinct = list(dict.fromkeys(words))
+        if len(distinct) > WORD_TABLE_SIZE:
+            return self.encode(distinct), {w: n for n, w in enumerate(distinct)}
+        if not self._table:
+            self._table.append(np.zeros((WORD_TABLE_SIZE, self.dim), dtype=np.float32))
+        missing = [w for w in distinct if w not in self._words]
+        if len(self._words) + len(missing) > WORD_TABLE_SIZE:
+            self._words.clear()
+            missing = distinct
+        if missing:
+            start = len(self._words)
+            self._table[0][start : start + len(missing)] = self.encode(missing)
+            self._words.update((w, start + i) for i, w in enumerate(missing))
+        return self._table[0], self._words
 
 
 def _cache_is_valid(folder: Path, teacher_sum: str) -> bool:
