@@ -64,7 +64,7 @@ from bench.common import bench_server, machine, percentile, serve_process, write
 from bench.retrieval import parse_params
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, make_embedder
-from memory_mcp.embedder.static import load_static_model
+from memory_mcp.embedder.static import StaticModel, load_static_model
 from memory_mcp.store import documents as docs
 from memory_mcp.store import extractors, memories, pipeline, search
 from memory_mcp.store.db import Database
@@ -328,6 +328,7 @@ class Vectors:
 
     turns: dict[str, np.ndarray]
     queries: dict[str, np.ndarray]
+    model: StaticModel
 
 
 def static_vectors(conversations: Sequence[Conversation], settings: Settings) -> Vectors:
@@ -343,7 +344,7 @@ def static_vectors(conversations: Sequence[Conversation], settings: Settings) ->
         f"static model ready in {loaded - started:.1f} s; encoded {n} texts in "
         f"{time.perf_counter() - loaded:.2f} s"
     )
-    return Vectors(turns, queries)
+    return Vectors(turns, queries, model)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,8 +359,11 @@ async def embed_passages(embedder: Embedder, texts: Sequence[str]) -> list[list[
     return out
 
 
-async def documents_of(embedder: Embedder, paths: Sequence[Path]) -> list[Contents]:
-    """Files as the document pipeline makes them (extracted, chunked, summarised), with vectors."""
+async def documents_of(
+    embedder: Embedder, paths: Sequence[Path], static: StaticModel | None = None
+) -> list[Contents]:
+    """Files as the document pipeline makes them (extracted, chunked, summarised), with vectors
+    (and the static model's, as the server gives its uploads, when ``static`` is given)."""
     out = []
     for path in paths:
         with path.open("rb") as file:
@@ -371,7 +375,8 @@ async def documents_of(embedder: Embedder, paths: Sequence[Path]) -> list[Conten
         )
         contents = pipeline.prepare(extracted, file_name=path.name)
         vectors = await embed_passages(embedder, [piece.text for piece in contents.pieces])
-        out.append(dataclasses.replace(contents, vectors=vectors))
+        statics = static.vectors([piece.text for piece in contents.pieces]) if static else ()
+        out.append(dataclasses.replace(contents, vectors=vectors, static_vectors=statics))
     if out:
         pieces = sum(len(c.pieces) for c in out)
         print(f"documents: {len(out)} files, {pieces} pieces, added to every space for the second pass")
@@ -460,6 +465,7 @@ async def ask(
             limit=K,
             params=params,
             static_embedding=static.queries[q.text].tolist() if static else None,
+            word_matches=static.model.best_matches if static else None,
         )
         scores.latencies.append(time.perf_counter() - started)
         scores.add([by_memory.get(h.memory.id, "document") for h in found.hits], q, sessions)
@@ -657,7 +663,7 @@ async def run(
             variants = [parse_variant(v, settings) for v in args.variant] or [
                 ("default", parse_params([], settings))
             ]
-            documents = await documents_of(embedder, args.documents)
+            documents = await documents_of(embedder, args.documents, static.model if static else None)
             all_scores += await via_store(
                 conversations, embedder, turn_vectors, query_vectors, settings, variants, documents, static
             )

@@ -182,9 +182,10 @@ async def run_queries(
     modes: Sequence[str] = MODES,
     limit: int = 10,
     static: dict[str, list[float]] | None = None,
+    word_matches: search.WordMatches | None = None,
 ) -> list[QueryOutcome]:
-    """Every query in each mode; the static vector (the third signal) joins hybrid searches only,
-    so the other two modes stay each signal alone."""
+    """Every query in each mode; the static vector (the third signal) and its soft word match join
+    hybrid searches only, so the other two modes stay each signal alone."""
     keys = {memory_id: key for key, memory_id in loaded.ids.items()}
     outcomes = []
     vector_only = dataclasses.replace(params, fulltext=False)
@@ -203,6 +204,7 @@ async def run_queries(
                 limit,
                 vector_only if mode == "vector" else params,
                 static_embedding=static.get(query.key) if static and mode == "hybrid" else None,
+                word_matches=word_matches if mode == "hybrid" else None,
             )
             seconds = time.perf_counter() - started
             tokens = sum(profile.estimate_tokens(h.memory.content) for h in result.hits)
@@ -686,6 +688,7 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
         )
         static_memories: dict[str, list[float]] | None = None
         static_queries: dict[str, list[float]] | None = None
+        word_matches: search.WordMatches | None = None
         if settings.static_embedding and params.static:
             model = load_static_model(settings.static_embedding_cache_dir)
             static_memories = dict(
@@ -702,12 +705,15 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
                     strict=True,
                 )
             )
+            word_matches = model.best_matches
 
         bench_db = server.database("live")
         db = Database(bench_db.app_url, pool_size=2)
         try:
             loaded = await load(db, bench_db, data, memory_vectors, None, static_memories)
-            outcomes = await run_queries(db, data, loaded, query_vectors, params, static=static_queries)
+            outcomes = await run_queries(
+                db, data, loaded, query_vectors, params, static=static_queries, word_matches=word_matches
+            )
             tokens = await profile_tokens(db, loaded, settings.profile_token_budget)
             summarize("Live load: corrections and stale facts both live", outcomes, tokens)
             await fusion_ceiling(
@@ -740,7 +746,9 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
                 )
                 for new, old in loaded.false_supersedes[:5]:
                     print(f"    false: {data.by_key[new].content!r} replaced {data.by_key[old].content!r}")
-                outcomes = await run_queries(db, data, loaded, query_vectors, params, static=static_queries)
+                outcomes = await run_queries(
+                    db, data, loaded, query_vectors, params, static=static_queries, word_matches=word_matches
+                )
                 tokens = await profile_tokens(db, loaded, settings.profile_token_budget)
                 summarize("Versions load: search sees the latest versions only", outcomes, tokens)
             finally:

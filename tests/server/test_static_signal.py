@@ -42,3 +42,22 @@ async def test_saves_get_their_static_vector_once_the_model_is_loaded(server: Ru
         assert await static_missing(server.db) == []
         found = await mcp.ok("search_memory", query="who is on call for billing?")
         assert found["results"][0]["content"].startswith("Ada owns the billing service")
+
+
+async def test_an_answer_ranks_above_the_question_it_answers(server: RunningServer) -> None:
+    """Over MCP, with the static model loaded (its vectors and the soft word match in the ranking):
+    the question saved just before its answer repeats the search's words, yet the answer comes first."""
+    key = await writer_key(server)
+    async with mcp_session(server, key) as mcp:
+        await mcp.ok("add_memory", content="Ada, did you have a favourite book as a child?")
+        await mcp.ok("add_memory", content="Ada: my favourite book as a child was Charlotte's Web.")
+        for _ in range(600):
+            if not await static_missing(server.db):
+                break
+            await asyncio.sleep(0.1)
+        assert await static_missing(server.db) == []
+        found = await mcp.ok("search_memory", query="What was Ada's favourite book as a child?")
+        assert [r["content"] for r in found["results"][:2]] == [
+            "Ada: my favourite book as a child was Charlotte's Web.",
+            "Ada, did you have a favourite book as a child?",
+        ]

@@ -276,7 +276,7 @@ def test_the_search_statement_without_context_fits_the_drivers_parse_cache() -> 
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
     where = f"m.space_id = %(s)s AND {memories.LIVE}"
-    sql = search._search_sql(("semantic", "fulltext"), where, False, False, True, False)
+    sql = search._search_sql(("semantic", "fulltext"), where, False, False, True, False, True)
     assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
 
 
@@ -511,13 +511,15 @@ async def test_a_reply_is_found_through_the_turn_its_writer_saved_before_it(
     score_on = {h.memory.id: h.score for h in on.hits}
     rank_off, rank_on = list(score_off), list(score_on)
 
-    assert score_on[reply.id] - score_off[reply.id] == pytest.approx(weight * score_off[asked.id], abs=2e-3)
+    # The turn asked a question: its shown score lost the question penalty, its own score did not.
+    asked_own = score_off[asked.id] + search.SearchParams().question_penalty
+    assert score_on[reply.id] - score_off[reply.id] == pytest.approx(weight * asked_own, abs=2e-3)
     assert rank_off.index(reply.id) > rank_off.index(offsite.id) > rank_off.index(weaker[0].id)
     assert rank_on.index(reply.id) < min(rank_on.index(offsite.id), rank_on.index(weaker[0].id))
     # Its writer's neighbour is the offsite memory saved after it, not the question saved before.
     gain = score_on[between.id] - score_off[between.id]
     assert gain == pytest.approx(weight * score_off[offsite.id], abs=2e-3)
-    assert gain < weight * score_off[asked.id] / 2
+    assert gain < weight * asked_own / 2
 
 
 async def test_a_piece_of_a_document_gets_context_from_the_pieces_beside_it(
@@ -553,9 +555,77 @@ async def test_a_piece_of_a_document_gets_context_from_the_pieces_beside_it(
             for h in (await find(db, ctx, embedder, question, limit=20, params=params)).hits
         }
 
-    off, on = await scores(search.SearchParams(context=False)), await scores(search.SearchParams())
+    # The questions' penalty off: their shown scores are then their own, the context's source.
+    plain = search.SearchParams(question_penalty=0)
+    off, on = await scores(dataclasses.replace(plain, context=False)), await scores(plain)
     assert on[texts[1]] - off[texts[1]] == pytest.approx(weight * off[texts[0]], abs=2e-3)
     assert on[texts[3]] - off[texts[3]] == pytest.approx(weight * off[texts[2]], abs=2e-3)
     above = [m.content for m in weaker]
     assert all(list(off).index(m) < list(off).index(texts[1]) for m in above)
     assert all(list(on).index(m) > list(on).index(texts[1]) for m in above)
+
+
+async def test_the_soft_word_match_credits_related_words_that_full_text_misses(
+    db: Database, static_model: StaticModel
+) -> None:
+    """ "repair" and "vehicles" are not in the first memory, "fixed" and "cars" are: only the soft
+    match sees them. Its share joins the memory's own score; a memory of unrelated words gains
+    little, and without the static model's words the scores are the plain ones."""
+    ctx = await writer(db)
+    related = "Ada fixed two cars and a truck yesterday."
+    unrelated = "Ada booked the quarterly budget review for Friday."
+    for content in (related, unrelated):
+        await memories.save_memory(db, ctx, content, static_embedding=static_model.vectors([content])[0])
+    question = "Which vehicles did Ada repair?"
+    own = search.SearchParams(context=False, question_penalty=0)
+
+    async def scores(word_matches: search.WordMatches | None) -> dict[str, float]:
+        found = await search.search_memories(
+            db,
+            ctx,
+            question,
+            params=own,
+            static_embedding=static_model.vectors([question])[0],
+            word_matches=word_matches,
+        )
+        return {h.memory.content: h.score for h in found.hits}
+
+    plain, soft = await scores(None), await scores(static_model.best_matches)
+    assert set(plain) == set(soft) == {related, unrelated}
+    gain = {content: soft[content] - plain[content] for content in plain}
+    assert gain[related] > 0.05
+    assert gain[related] > gain[unrelated] + 0.03
+    off = await search.search_memories(
+        db,
+        ctx,
+        question,
+        params=dataclasses.replace(own, soft=False),
+        static_embedding=static_model.vectors([question])[0],
+        word_matches=static_model.best_matches,
+    )
+    assert {h.memory.content: h.score for h in off.hits} == plain
+
+
+async def test_a_memory_that_asks_ranks_below_the_answer_it_resembles(
+    db: Database, embedder: Embedder
+) -> None:
+    """A question saved beside its answer repeats a later search's words; it loses
+    ``question_penalty`` when relevance ranks, and nothing when a bare keyword does."""
+    ctx = await writer(db)
+    asks = "Ada, what was your favourite book as a child?"
+    answer = "Ada: my favourite book as a child was Charlotte's Web."
+    await save_all(db, ctx, embedder, [asks, answer])
+    question = "What was Ada's favourite book as a child?"
+    plain = await find(db, ctx, embedder, question, params=search.SearchParams(question_penalty=0))
+    ranked = await find(db, ctx, embedder, question)
+    assert contents(plain)[0] == asks  # it holds every word of the question
+    assert contents(ranked)[0] == answer
+    score = {h.memory.content: h.score for h in ranked.hits}
+    before = {h.memory.content: h.score for h in plain.hits}
+    assert score[asks] == pytest.approx(before[asks] - search.SearchParams().question_penalty, abs=1e-3)
+    assert score[answer] == pytest.approx(before[answer], abs=1e-3)
+    by_keyword = await find(db, ctx, None, keyword="Ada")
+    unpenalised = await find(db, ctx, None, keyword="Ada", params=search.SearchParams(question_penalty=0))
+    assert [(h.memory.id, h.score) for h in by_keyword.hits] == [
+        (h.memory.id, h.score) for h in unpenalised.hits
+    ]
