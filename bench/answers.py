@@ -30,6 +30,7 @@ from bench.common import bench_server, machine, writer_contexts
 from bench.locomo import Conversation, K, Scores, documents_of, embed_passages, load_locomo, select, tokenizer
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import make_embedder
+from memory_mcp.embedder.static import static_model_for
 from memory_mcp.server import render
 from memory_mcp.server.service import MemoryService
 from memory_mcp.store import documents, memories, search
@@ -76,14 +77,28 @@ async def locomo(
         by_memory: dict[uuid.UUID, str] = {}
         for turn, vector in zip(conv.turns, vectors, strict=True):
             saved = await memories.save_memory(
-                db, ctx, turn.text, None, vector, supersede_threshold=service.settings.supersede_threshold
+                db,
+                ctx,
+                turn.text,
+                None,
+                vector,
+                supersede_threshold=service.settings.supersede_threshold,
+                static_embedding=service.static.vectors([turn.text])[0] if service.static else None,
             )
             by_memory.setdefault(saved.memory.id, turn.dia_id)
         by_id = {str(k): v for k, v in by_memory.items()}
         sessions = {t.dia_id: t.session for t in conv.turns}
         for q in conv.questions:
             vector = await service.embedder.embed_query(q.text)  # type: ignore[union-attr]
-            ranked = await search.search_memories(db, ctx, q.text, query_embedding=vector, limit=K)
+            ranked = await search.search_memories(
+                db,
+                ctx,
+                q.text,
+                query_embedding=vector,
+                limit=K,
+                static_embedding=service.static.vectors([q.text])[0] if service.static else None,
+                word_matches=service.static.best_matches if service.static else None,
+            )
             store.add([by_memory.get(h.memory.id, "?") for h in ranked.hits], q, sessions)
             for floor, scores in floors.items():
                 kept = lean_rules.relevant(ranked.hits, has_query=True, relative_floor=floor)
@@ -113,7 +128,9 @@ async def run(paths: list[Path], locomo_path: Path | None = None, first: int = 0
     print(f"machine: {machine()}")
     enc = tokenizer()
     embedder = await make_embedder(settings)
-    contents = await documents_of(embedder, paths)
+    # The static model as a running server has it: the third signal and the soft word match.
+    static = await static_model_for(settings)
+    contents = await documents_of(embedder, paths, static)
     for path, c in zip(paths, contents, strict=True):
         firsts = Counter(p.text.split("\n", 1)[0] for p in c.pieces)
         line, count = firsts.most_common(1)[0]
@@ -124,6 +141,7 @@ async def run(paths: list[Path], locomo_path: Path | None = None, first: int = 0
         db = Database(server.database("answers").app_url, pool_size=2)
         try:
             service = MemoryService(db, embedder, settings)
+            service.static = static
             conversations = select(load_locomo(locomo_path), "dev", first) if locomo_path else []
             contexts = await writer_contexts(db, ["uploads", *(c.space for c in conversations)])
             if conversations:
