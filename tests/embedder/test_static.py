@@ -81,13 +81,8 @@ def test_best_matches_score_each_query_word_against_each_texts_words(static_mode
     assert static_model.best_matches(["car"], []) == []
 
 
-def test_the_word_table_starts_over_when_full(
-    static_model: StaticModel, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from memory_mcp.embedder import static
-
-    fresh = StaticModel(static_model.model, static_model.dim, static_model.path)
-    monkeypatch.setattr(static, "WORD_TABLE_SIZE", 3)
+def test_the_word_table_starts_over_when_full(static_model: StaticModel) -> None:
+    fresh = StaticModel(static_model.model, static_model.dim, static_model.path, word_table_size=3)
     assert fresh.best_matches(["car"], [["car", "bus"]])[0][0] == pytest.approx(1.0, abs=1e-3)
     assert len(fresh._words) == 2
     # Three new words do not fit beside the two held: the table starts over with these.

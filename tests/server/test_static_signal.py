@@ -20,16 +20,21 @@ async def static_missing(db: Database) -> list[str]:
         return [row.content for row in rows]
 
 
+async def all_static(db: Database) -> None:
+    """Wait (up to a minute) until every memory has its static vector: the model is loaded."""
+    for _ in range(600):
+        if not await static_missing(db):
+            break
+        await asyncio.sleep(0.1)
+    assert await static_missing(db) == []
+
+
 async def test_saves_get_their_static_vector_once_the_model_is_loaded(server: RunningServer) -> None:
     key = await writer_key(server)
     async with mcp_session(server, key) as mcp:
         await mcp.ok("add_memory", content="The deploy window is Tuesday 10:00 to 12:00 UTC.")
         # The first save may come before the model is loaded: the background job then fills it in.
-        for _ in range(600):
-            if not await static_missing(server.db):
-                break
-            await asyncio.sleep(0.1)
-        assert await static_missing(server.db) == []
+        await all_static(server.db)
         # Now loaded: a save and the pieces of a long text get theirs as they are written.
         await mcp.ok("add_memory", content="Ada owns the billing service and its on-call rota.")
         long_text = " ".join(
@@ -51,11 +56,7 @@ async def test_an_answer_ranks_above_the_question_it_answers(server: RunningServ
     async with mcp_session(server, key) as mcp:
         await mcp.ok("add_memory", content="Ada, did you have a favourite book as a child?")
         await mcp.ok("add_memory", content="Ada: my favourite book as a child was Charlotte's Web.")
-        for _ in range(600):
-            if not await static_missing(server.db):
-                break
-            await asyncio.sleep(0.1)
-        assert await static_missing(server.db) == []
+        await all_static(server.db)
         found = await mcp.ok("search_memory", query="What was Ada's favourite book as a child?")
         assert [r["content"] for r in found["results"][:2]] == [
             "Ada: my favourite book as a child was Charlotte's Web.",

@@ -66,8 +66,9 @@ def teacher_checksum(teacher: Path) -> str:
     return digest.hexdigest()
 
 
-# Words whose vectors are kept for word matching (``StaticModel.best_matches``): 384 float32 each,
-# so about 31 MB when full; a full table starts over (a space's vocabulary is read again in tens of ms).
+# Words whose vectors are kept for word matching (``StaticModel.best_matches``; the default of its
+# ``word_table_size``): 384 float32 each, so about 31 MB when full; a full table starts over (a
+# space's vocabulary is read again in tens of ms).
 WORD_TABLE_SIZE = 20_000
 
 
@@ -78,6 +79,7 @@ class StaticModel:
     model: Any  # model2vec.StaticModel
     dim: int
     path: Path
+    word_table_size: int = WORD_TABLE_SIZE
     _words: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     _table: list[NDArray[np.float32]] = field(default_factory=list, compare=False, repr=False)
 
@@ -100,7 +102,7 @@ class StaticModel:
         """For each text (given as its words), every one of ``words``' highest cosine similarity to
         a word of that text: 1.0 for the word itself, less for a related one ("cars" and "car",
         "broke" and "damage"). Search's soft word match (store/search.py). A text with no words
-        matches nothing (0.0). Word vectors are kept between calls (``WORD_TABLE_SIZE``)."""
+        matches nothing (0.0). Word vectors are kept between calls (``word_table_size`` of them)."""
         if not words or not texts:
             return [[0.0] * len(words) for _ in texts]
         present = [n for n, text in enumerate(texts) if text]
@@ -125,12 +127,12 @@ class StaticModel:
         (encoding the words it lacks), started over when they would not fit beside what it holds,
         or a table of their own when they are more than it holds at all."""
         distinct = list(dict.fromkeys(words))
-        if len(distinct) > WORD_TABLE_SIZE:
+        if len(distinct) > self.word_table_size:
             return self.encode(distinct), {w: n for n, w in enumerate(distinct)}
         if not self._table:
-            self._table.append(np.zeros((WORD_TABLE_SIZE, self.dim), dtype=np.float32))
+            self._table.append(np.zeros((self.word_table_size, self.dim), dtype=np.float32))
         missing = [w for w in distinct if w not in self._words]
-        if len(self._words) + len(missing) > WORD_TABLE_SIZE:
+        if len(self._words) + len(missing) > self.word_table_size:
             self._words.clear()
             missing = distinct
         if missing:
