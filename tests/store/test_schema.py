@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from memory_mcp.store import identity, memories, spaces
-from memory_mcp.store.db import Database, async_url
+from memory_mcp.store.db import Database, NativeStatement, async_url
 from memory_mcp.store.embedded import APP_ROLE, EmbeddedPostgres
 from memory_mcp.store.errors import DatabaseSetupError, DatabaseUnavailable, EmbeddingWidthMismatch
 from memory_mcp.store.migrate import current_revision, head_revision, run_migrations
@@ -193,6 +193,16 @@ async def test_driver_transactions_leave_nothing_on_the_pooled_connection(db_url
             assert not row[0] and row[1] != "123"  # both went with the transaction
     finally:
         await db.close()
+
+
+async def test_a_native_statement_runs_as_its_placeholders_say(db: Database) -> None:
+    """Each name becomes one numbered placeholder wherever it repeats, ``%%`` a literal percent, and
+    the values go in the placeholders' order."""
+    statement = NativeStatement.of("SELECT %(a)s::int + %(b)s::int, %(a)s::int, '100%%' LIKE %(pattern)s")
+    assert statement.sql == "SELECT $1::int + $2::int, $1::int, '100%' LIKE $3"
+    async with db.driver_transaction() as pg, psycopg.AsyncRawCursor(pg) as cur:
+        await cur.execute(statement.sql, statement.params({"pattern": "1%", "b": 2, "a": 40, "unused": 0}))
+        assert await cur.fetchone() == (42, 40, True)
 
 
 async def test_driver_transactions_commit_or_roll_back(db_urls: tuple[str, str]) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 import select
 import struct
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
@@ -73,6 +75,37 @@ class _HalfVectorDumper(psycopg.adapt.Dumper):
 # Registered by the module that creates every connection: a connection copies the adapters that
 # exist when it opens.
 psycopg.adapters.register_dumper(HalfVector, _HalfVectorDumper)
+
+
+@dataclass(frozen=True)
+class NativeStatement:
+    """A statement written with ``%(name)s`` placeholders, turned into PostgreSQL's own ``$1``, ``$2``
+    once, for a raw cursor (``psycopg.AsyncRawCursor``): ``params`` puts a dict of values in order.
+
+    psycopg rewrites the placeholders of every statement it runs, and caches that only for
+    statements of at most 4096 characters: a search's first statement (about 5,700) was rewritten on
+    every search (0.08 ms of its p50).
+    """
+
+    sql: str
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, sql: str) -> NativeStatement:
+        names: dict[str, str] = {}
+
+        def number(match: re.Match[str]) -> str:
+            if match.group(0) == "%%":
+                return "%"
+            return names.setdefault(match.group(1), f"${len(names) + 1}")
+
+        return cls(_PLACEHOLDER.sub(number, sql), tuple(names))
+
+    def params(self, values: Mapping[str, Any]) -> list[Any]:
+        return [values[name] for name in self.names]
+
+
+_PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
 
 
 class Database:
