@@ -97,7 +97,7 @@ async def locomo(
                 query_embedding=vector,
                 limit=K,
                 static_embedding=service.static.vectors([q.text])[0] if service.static else None,
-                word_matches=service.static.best_matches if service.static else None,
+                word_matches=service.static.soft_matches if service.static else None,
             )
             store.add([by_memory.get(h.memory.id, "?") for h in ranked.hits], q, sessions)
             for floor, scores in floors.items():

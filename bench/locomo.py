@@ -465,7 +465,7 @@ async def ask(
             limit=K,
             params=params,
             static_embedding=static.queries[q.text].tolist() if static else None,
-            word_matches=static.model.best_matches if static else None,
+            word_matches=static.model.soft_matches if static else None,
         )
         scores.latencies.append(time.perf_counter() - started)
         scores.add([by_memory.get(h.memory.id, "document") for h in found.hits], q, sessions)

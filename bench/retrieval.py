@@ -705,7 +705,7 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
                     strict=True,
                 )
             )
-            word_matches = model.best_matches
+            word_matches = model.soft_matches
 
         bench_db = server.database("live")
         db = Database(bench_db.app_url, pool_size=2)

@@ -269,17 +269,6 @@ async def test_the_static_signal_adds_to_the_score_of_the_other_lists_candidates
     assert saved[unmatched_text].id not in on and saved[unmatched_text].id not in off
 
 
-def test_the_search_statement_without_context_fits_the_drivers_parse_cache() -> None:
-    """psycopg re-parses a statement longer than this on every execution; a search is one statement.
-    The context of neighbours takes the common statement past it (about 6,000 characters, 0.05 ms
-    of parsing per search: docs/performance.md); without it, the statement still fits."""
-    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
-
-    where = f"m.space_id = %(s)s AND {memories.LIVE}"
-    sql = search._search_sql(("semantic", "fulltext"), where, False, False, True, False, True)
-    assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
-
-
 async def test_a_rare_category_keeps_semantic_recall(db: Database, embedder: Embedder) -> None:
     """Most of the space is other categories; the ANN scan must keep going until the filter is met."""
     ctx = await writer(db)
@@ -590,7 +579,7 @@ async def test_the_soft_word_match_credits_related_words_that_full_text_misses(
         )
         return {h.memory.content: h.score for h in found.hits}
 
-    plain, soft = await scores(None), await scores(static_model.best_matches)
+    plain, soft = await scores(None), await scores(static_model.soft_matches)
     assert set(plain) == set(soft) == {related, unrelated}
     gain = {content: soft[content] - plain[content] for content in plain}
     assert gain[related] > 0.05
@@ -601,7 +590,7 @@ async def test_the_soft_word_match_credits_related_words_that_full_text_misses(
         question,
         params=dataclasses.replace(own, soft=False),
         static_embedding=static_model.vectors([question])[0],
-        word_matches=static_model.best_matches,
+        word_matches=static_model.soft_matches,
     )
     assert {h.memory.content: h.score for h in off.hits} == plain
 

@@ -23,10 +23,11 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from .model import resolve_model_path
 
@@ -67,9 +68,37 @@ def teacher_checksum(teacher: Path) -> str:
 
 
 # Words whose vectors are kept for word matching (``StaticModel.best_matches``; the default of its
-# ``word_table_size``): 384 float32 each, so about 31 MB when full; a full table starts over (a
-# space's vocabulary is read again in tens of ms).
+# ``word_table_size``): 384 float32 each, so about 31 MB when full, and the rows of as many texts. A
+# full table starts over (a space's vocabulary is read again in tens of ms).
 WORD_TABLE_SIZE = 20_000
+
+
+class _WordTable:
+    """Word vectors kept between calls, each word's row, and each text's rows (its words looked up
+    once). Row 0 is zeros: the row of every word that matches nothing."""
+
+    def __init__(self, size: int, dim: int, ignore: frozenset[str]) -> None:
+        self.vectors = np.zeros((size + 1, dim), dtype=np.float32)
+        self.rows: dict[str, int] = {}
+        self.texts: dict[str, NDArray[np.int64]] = {}
+        self.used = 0  # rows 1 to ``used`` hold words
+        self.ignore = ignore
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.texts.clear()
+        self.used = 0
+
+
+def _rows_of(words: Sequence[str], rows: dict[str, int]) -> NDArray[np.int64]:
+    """Each word's row; a word without one matches nothing (row 0)."""
+    return np.fromiter((rows.get(w, 0) for w in words), np.int64, len(words))
+
+
+def _new_words(words: list[str], ignore: frozenset[str], known: dict[str, int]) -> list[str]:
+    """The distinct ``words`` not ``known`` that match at all: not in ``ignore``, of two characters
+    or more."""
+    return [w for w in dict.fromkeys(words) if w not in known and len(w) > 1 and w not in ignore]
 
 
 @dataclass(frozen=True)
@@ -80,8 +109,7 @@ class StaticModel:
     dim: int
     path: Path
     word_table_size: int = WORD_TABLE_SIZE
-    _words: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
-    _table: list[NDArray[np.float32]] = field(default_factory=list, compare=False, repr=False)
+    _kept: list[_WordTable] = field(default_factory=list, compare=False, repr=False)
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if not texts:
@@ -98,48 +126,92 @@ class StaticModel:
         result: list[list[float]] = self.encode(texts).tolist()
         return result
 
-    def best_matches(self, words: Sequence[str], texts: Sequence[Sequence[str]]) -> list[list[float]]:
-        """For each text (given as its words), every one of ``words``' highest cosine similarity to
-        a word of that text: 1.0 for the word itself, less for a related one ("cars" and "car",
-        "broke" and "damage"). Search's soft word match (store/search.py). A text with no words
-        matches nothing (0.0). Word vectors are kept between calls (``word_table_size`` of them)."""
+    def best_matches(
+        self, words: Sequence[str], texts: Sequence[str], ignore: frozenset[str] = frozenset()
+    ) -> NDArray[np.float32]:
+        """For each text (its words, separated by spaces), every one of ``words``' highest cosine
+        similarity to a word of that text: a row per text, a column per word. 1.0 for the word
+        itself, less for a related one ("cars" and "car", "broke" and "damage"). A word of the text
+        in ``ignore``, or of one character, matches nothing (0.0), as does a text without words.
+        Word vectors, and the texts' words looked up, are kept between calls (``word_table_size``
+        of each)."""
         if not words or not texts:
-            return [[0.0] * len(words) for _ in texts]
-        present = [n for n, text in enumerate(texts) if text]
-        out = [[0.0] * len(words) for _ in texts]
-        if not present:
-            return out
-        flat = [*words, *(w for n in present for w in texts[n])]
-        table, index = self._word_table(flat)
-        # The distinct words' vectors once; each text's columns side by side, and the maximum over
-        # each text's run of them.
-        rows = np.fromiter((index[w] for w in flat), np.int64, len(flat))
-        distinct, columns = np.unique(rows, return_inverse=True)
-        similarity = table[rows[: len(words)]] @ table[distinct].T
-        starts = np.cumsum([0, *(len(texts[n]) for n in present[:-1])])
-        best = np.maximum.reduceat(similarity[:, columns[len(words) :]], starts, axis=1).T.tolist()
-        for n, values in zip(present, best, strict=True):
-            out[n] = values
-        return out
+            return np.zeros((len(texts), len(words)), dtype=np.float32)
+        vectors, query, rows = self._lookup(words, texts, ignore)
+        # The distinct rows' vectors once (by a mask, not a sort); each text's columns side by side,
+        # and the maximum over each text's run of them. Every text has a row (an empty one row 0).
+        flat = np.concatenate([query, *rows])
+        seen = np.zeros(len(vectors), dtype=bool)
+        seen[flat] = True
+        distinct = np.flatnonzero(seen)
+        column = np.empty(len(vectors), dtype=np.int64)
+        column[distinct] = np.arange(len(distinct))
+        similarity = vectors[query] @ vectors[distinct].T
+        lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
+        starts = np.cumsum(lengths) - lengths
+        best: NDArray[np.float32] = np.maximum.reduceat(
+            similarity[:, column[flat[len(query) :]]], starts, axis=1
+        ).T
+        return best
 
-    def _word_table(self, words: list[str]) -> tuple[NDArray[np.float32], dict[str, int]]:
-        """A table holding every one of ``words`` and each word's row in it: the kept word table
-        (encoding the words it lacks), started over when they would not fit beside what it holds,
-        or a table of their own when they are more than it holds at all."""
-        distinct = list(dict.fromkeys(words))
-        if len(distinct) > self.word_table_size:
-            return self.encode(distinct), {w: n for n, w in enumerate(distinct)}
-        if not self._table:
-            self._table.append(np.zeros((self.word_table_size, self.dim), dtype=np.float32))
-        missing = [w for w in distinct if w not in self._words]
-        if len(self._words) + len(missing) > self.word_table_size:
-            self._words.clear()
-            missing = distinct
-        if missing:
-            start = len(self._words)
-            self._table[0][start : start + len(missing)] = self.encode(missing)
-            self._words.update((w, start + i) for i, w in enumerate(missing))
-        return self._table[0], self._words
+    def soft_matches(
+        self,
+        words: Sequence[str],
+        weights: Sequence[float],
+        texts: Sequence[str],
+        floor: float,
+        ignore: frozenset[str] = frozenset(),
+    ) -> list[float]:
+        """For each text, the weight of ``words`` it matches by :meth:`best_matches`: a word counts
+        nothing at a similarity of ``floor`` or less, fully at 1 (the word itself), linearly
+        between. Search's soft word match (store/search.py)."""
+        best = self.best_matches(words, texts, ignore).astype(np.float64)
+        credit = np.clip((best - floor) / (1 - floor), 0.0, 1.0)
+        matched: list[float] = (credit @ np.asarray(weights, dtype=np.float64)).tolist()
+        return matched
+
+    def _lookup(
+        self, words: Sequence[str], texts: Sequence[str], ignore: frozenset[str]
+    ) -> tuple[NDArray[np.float32], NDArray[np.int64], list[NDArray[np.int64]]]:
+        """A table of vectors, the rows of ``words`` in it and the rows of each text's words: the
+        kept table (encoding the words it lacks), started over when they would not fit beside what
+        it holds, or a table of their own when they are more than it holds at all."""
+        table = self._table(ignore)
+        rows = [table.texts.get(text) for text in texts]
+        misses = [n for n, found in enumerate(rows) if found is None]
+        if not misses and all(w in table.rows for w in words):  # the common case: all seen before
+            return table.vectors, _rows_of(words, table.rows), cast("list[NDArray[np.int64]]", rows)
+        split = {n: texts[n].split(" ") for n in misses}
+        new = _new_words([*words, *(w for n in misses for w in split[n])], ignore, table.rows)
+        if table.used + len(new) > self.word_table_size:
+            split = {n: text.split(" ") for n, text in enumerate(texts)}
+            new = _new_words([*words, *(w for each in split.values() for w in each)], ignore, {})
+            if len(new) > self.word_table_size:
+                own = dict(zip(new, range(1, len(new) + 1), strict=True))
+                vectors = np.vstack([np.zeros((1, self.dim), dtype=np.float32), self.encode(new)])
+                return vectors, _rows_of(words, own), [_rows_of(each, own) for each in split.values()]
+            table.clear()
+        if new:
+            start = table.used + 1
+            table.vectors[start : start + len(new)] = self.encode(new)
+            table.rows.update(zip(new, range(start, start + len(new)), strict=True))
+            table.used += len(new)
+        if len(table.texts) + len(split) > self.word_table_size:
+            table.texts.clear()
+        for n, each in split.items():
+            rows[n] = table.texts[texts[n]] = _rows_of(each, table.rows)
+        return table.vectors, _rows_of(words, table.rows), cast("list[NDArray[np.int64]]", rows)
+
+    def _table(self, ignore: frozenset[str]) -> _WordTable:
+        """The kept word table, made on first use and started over for another ``ignore``."""
+        if not self._kept:
+            self._kept.append(_WordTable(self.word_table_size, self.dim, ignore))
+        table = self._kept[0]
+        if table.ignore is not ignore:
+            if table.ignore != ignore:
+                table.clear()
+            table.ignore = ignore  # an equal set: the next call compares by identity
+        return table
 
 
 def _cache_is_valid(folder: Path, teacher_sum: str) -> bool:
@@ -201,7 +273,16 @@ def load_static_model(cache_dir: Path, teacher_path: str | None = None) -> Stati
     dim = int(model.dim)
     if dim != STATIC_DIM:
         raise StaticModelUnavailable(f"the static model at {folder} is {dim} wide, not {STATIC_DIM}")
+    _blas_on_one_thread()
     return StaticModel(model, dim, folder)
+
+
+def _blas_on_one_thread() -> None:
+    """Run numpy's BLAS on one thread in this process. The word matches' products are small (a few
+    words by a few hundred), and OpenBLAS's second thread spins between calls: while searches came
+    in it kept a whole core busy (9.6 s of CPU in 10 s), a core the database and the other requests
+    need. Torch's threads (the MiniLM) are its own and keep their number."""
+    threadpool_limits(limits=1, user_api="blas")
 
 
 async def static_model_for(settings: Settings) -> StaticModel | None:

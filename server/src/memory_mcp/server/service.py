@@ -236,7 +236,7 @@ class MemoryService:
             self.search_params,
             fallback,
             static_embedding=self._static_vector(query) if query is not None else None,
-            word_matches=None if self.static is None else self.static.best_matches,
+            word_matches=None if self.static is None else self.static.soft_matches,
         )
         for mode in result.modes:
             metrics.SEARCHES.labels(mode=mode).inc()

@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 
 from . import validation
-from .db import Database, HalfVector
+from .db import Database, HalfVector, NativeStatement
 from .errors import ValidationError
 from .memories import LIVE, MEMORY_SELECT, memory_from_row
 from .models import Memory, SpaceContext
@@ -47,14 +48,19 @@ _STOPWORDS_SQL = (
     "string_to_array('" + " ".join(w for w in STOPWORDS if len(w) > 1).replace("'", "''") + "', ' ')"
 )
 MAX_TERMS = 32
-# A memory's words that the soft word match skips, as the query's own words skip them: stopwords
-# (a third of a conversation's words; LoCoMo dev measured the same with and without them).
+# Words the soft word match skips in a memory, as the query's own words skip them: stopwords (a third
+# of a conversation's words; LoCoMo dev measured the same with and without them). Single characters
+# match nothing either (the word matcher's rule).
 _NOT_MATCHED = frozenset(STOPWORDS)
 
 
-# For each text (its words), each query word's highest similarity to a word of it (the static
-# model's ``best_matches``): the soft word match of ``SearchParams.soft_weight``.
-WordMatches = Callable[[Sequence[str], Sequence[Sequence[str]]], Sequence[Sequence[float]]]
+# For each text (its words, separated by spaces), the full-text weight of the query's words (given
+# with their weights) that it matches by word vectors, from a similarity of the given floor (nothing)
+# to 1 (the word itself), its words in the given set matching nothing: the static model's
+# ``soft_matches``, the soft word match of ``SearchParams.soft_weight``.
+WordMatches = Callable[
+    [Sequence[str], Sequence[float], Sequence[str], float, frozenset[str]], Sequence[float]
+]
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,7 @@ class SearchParams:
     # the question rule below: 0.447 / 0.725 / 0.820 with neither, 0.462 / 0.751 / 0.828 at 0.3,
     # 0.466 / 0.750 / 0.830 at 0.6. The generated benchmark (the guard) fell from R@10 0.807 to
     # 0.800 at 0.6 (paraphrases -3.8 points) and reads 0.810 at 0.3, hence 0.3. Floors of 0.3-0.5
-    # measured alike on LoCoMo; 0.5 cost the guard 1.7 points. Search p50 +3-4 ms
+    # measured alike on LoCoMo; 0.5 cost the guard 1.7 points. Search p50 about +1 ms in process
     # (docs/performance.md, "Soft word match").
     soft_weight: float = 0.3
     soft_floor: float = 0.4
@@ -284,20 +290,22 @@ async def search_memories(
         soffset=params.similarity_offset,
     )
     soft = static and "fulltext" in lists and params.soft and params.soft_weight > 0
+    context = (semantic or lexical) and params.context and params.context_weight > 0
+    statement = _search_sql(
+        tuple(lists), where, bool(filter_modes), keyword is not None, static, context, soft
+    )
     async with (
         db.driver_transaction([ctx.space.id], settings=hnsw) as pg,
-        pg.cursor(row_factory=namedtuple_row) as cur,
+        psycopg.AsyncRawCursor(pg, row_factory=namedtuple_row) as cur,
     ):
-        context = (semantic or lexical) and params.context and params.context_weight > 0
-        sql = _search_sql(tuple(lists), where, bool(filter_modes), keyword is not None, static, context, soft)
-        await cur.execute(sql, bind)
+        await cur.execute(statement.sql, statement.params(bind))
         ranked = _rank(await cur.fetchall(), params, word_matches if soft else None, semantic or lexical)
         ranked = ranked[:limit]
-        rows: dict[uuid.UUID, Any] = {}
+        rows: dict[str, Any] = {}
         if ranked:
-            await cur.execute(_MEMORIES_SQL, {"ids": [row.id for row, _ in ranked]})
+            await cur.execute(_MEMORIES.sql, _MEMORIES.params({"ids": [row.id for row, _ in ranked]}))
             fetched: list[Any] = await cur.fetchall()
-            rows = {memory.id: memory for memory in fetched}
+            rows = {str(memory.id): memory for memory in fetched}
     # A memory removed between the two statements (its space deleted) is left out.
     hits = [_hit(c, score, rows[c.id], filter_modes, params, semantic) for c, score in ranked if c.id in rows]
     modes = tuple(m for m in lists if m != "filter") + tuple(filter_modes)
@@ -313,14 +321,13 @@ def _hit(
     A literal keyword or category match is what was asked for, so it always matches; so does any
     full-text match when there is no vector to judge meaning by (the embedder being down).
     """
-    coverage = scores.lex / scores.total if scores.total else 0.0
     matching = (
         bool(filter_modes)
         or (scores.sim is not None and scores.sim >= params.min_similarity)
-        or coverage >= params.min_coverage
-        or (not semantic and scores.lex > 0)
+        or scores.cov >= params.min_coverage
+        or (not semantic and scores.cov > 0)
     )
-    modes = ("semantic",) * bool(scores.sem) + ("fulltext",) * (scores.lex > 0)
+    modes = ("semantic",) * bool(scores.sem) + ("fulltext",) * (scores.cov > 0)
     return SearchHit(
         memory=memory_from_row(row),
         score=round(score, 4),
@@ -379,9 +386,9 @@ def _fulltext_sql(where: str) -> str:
         "  FROM (SELECT w.lexeme FROM unnest(to_tsvector('simple', %(q)s)) w"
         f"  WHERE length(w.lexeme) >= 2 AND w.lexeme <> ALL({_STOPWORDS_SQL})"
         "  ORDER BY w.positions[1] LIMIT %(max_terms)s) words GROUP BY 1"
+        f"), n AS MATERIALIZED (SELECT count(*) AS n FROM (SELECT 1 FROM memories m WHERE {where} LIMIT %(space_cap)s) x"
         "), wts AS MATERIALIZED ("
-        "  SELECT t.q, t.word, ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN"
-        f"  (SELECT count(*) AS n FROM (SELECT 1 FROM memories m WHERE {where} LIMIT %(space_cap)s) x) s"
+        "  SELECT t.q, t.word, ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN n s"
         "  CROSS JOIN LATERAL (SELECT count(*) AS df FROM"
         f"    (SELECT 1 FROM memories m WHERE {where} AND m.tsv @@ t.q LIMIT %(df_cap)s) x) d"
         "), fulltext AS ("
@@ -464,7 +471,7 @@ def _scored_sql(lists: tuple[str, ...], where: str, keyword: bool, static: bool,
         return (
             f"SELECT m.id, m.created_at, {similarity} AS sim, {lex} AS lex, {total} AS total,"
             f" {closeness} AS closeness, {ssim} AS ssim, {in_semantic} AS sem,"
-            f" right(rtrim(m.content), 1) = '?' AS asks"
+            f" right(rtrim(m.content), 1) = '?' AS asks, m.tsv"
             f" FROM ({source}) c JOIN memories m ON m.id = c.id WHERE {filters}"
         )
 
@@ -481,90 +488,88 @@ def _scored_sql(lists: tuple[str, ...], where: str, keyword: bool, static: bool,
 @functools.lru_cache(maxsize=64)
 def _search_sql(
     lists: tuple[str, ...], where: str, filtered: bool, keyword: bool, static: bool, context: bool, soft: bool
-) -> str:
+) -> NativeStatement:
     """Every ranked list, and every candidate (with the neighbours of the best, for the context)
     with its scores, its neighbours among the others and, for the soft word match, its words and
     the query's words with their weights: the first of a search's two statements (the second reads
     the results' memory rows). ``_rank`` fuses the scores.
 
-    Built once per shape of search, with runs of spaces collapsed: the driver caches its parsing of
-    a statement only up to 4096 characters (no literal in these statements holds two spaces). The
-    context of neighbours takes the common statement to about 6,000 characters: parsing it costs
-    0.05 ms per search, against 0.5-0.7 ms of search that the context adds in the database.
+    Built once per shape of search, with runs of spaces collapsed (no literal in these statements
+    holds two spaces) and PostgreSQL's own placeholders: at about 5,700 characters the driver would
+    rewrite its placeholders on every search (``NativeStatement``).
     """
     ctes = {
         "semantic": lambda: _semantic_sql(where, filtered),
         "fulltext": lambda: _fulltext_sql(where),
         "filter": lambda: _filter_sql(where, keyword),
     }
-    near = (
-        "(SELECT array_agg(n.b) FROM (SELECT b FROM near WHERE a = e.id UNION SELECT a FROM near WHERE b = e.id) n)"
-        if context
-        else "CAST(NULL AS uuid[])"
-    )
-    # The soft word match reads the words of the best ``softn`` by their own score (a string: an
-    # array of words took twice as long to read), and the query's words with their weights.
+    # A candidate is named by its place in the order of own scores (``r``: 1 is the best), its
+    # neighbours by theirs: numbers cost the client less than uuids. ``total`` and the query's words
+    # come on the first row only.
+    near, pairs = "CAST(NULL AS int[])", ""
+    if context:
+        near = "p.near"
+        pairs = (
+            " LEFT JOIN (SELECT x.r, array_agg(y.r) AS near FROM (SELECT a, b FROM near UNION SELECT b, a FROM near) n"
+            " JOIN ranked x ON x.id = n.a JOIN ranked y ON y.id = n.b GROUP BY x.r) p USING (r)"
+        )
+    # The soft word match reads the words of the best ``softn`` (a string: an array of words took
+    # twice as long to read), and the query's words with their weights.
     words, terms = (
         "CAST(NULL AS text)",
         "SELECT CAST(NULL AS text[]) AS qwords, CAST(NULL AS float8[]) AS qidf",
     )
     if soft:
-        words = (
-            "CASE WHEN e.r <= %(softn)s THEN (SELECT array_to_string(tsvector_to_array(x.tsv), ' ')"
-            " FROM memories x WHERE x.id = e.id) END"
-        )
+        words = "CASE WHEN e.r <= %(softn)s THEN array_to_string(tsvector_to_array(e.tsv), ' ') END"
         terms = (
             "SELECT array_agg(word ORDER BY word) AS qwords,"
             " array_agg(CAST(idf AS float8) ORDER BY word) AS qidf FROM wts"
         )
-    return " ".join(
-        f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, where, keyword, static, context)} "
-        f"SELECT e.id, e.created_at, e.sim, e.lex, e.total, e.sem, e.own, e.asks, {words} AS words,"
-        f" {near} AS near, t.qwords, t.qidf FROM (SELECT *, row_number() OVER"
-        f" (ORDER BY own DESC, created_at DESC) AS r FROM every) e CROSS JOIN ({terms}) t".split()
+    first = "CASE WHEN e.r = 1 THEN {} END"
+    sql = " ".join(
+        f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, where, keyword, static, context)},"
+        " ranked AS MATERIALIZED (SELECT *, row_number() OVER (ORDER BY own DESC, created_at DESC) AS r FROM every)"
+        " SELECT e.r, CAST(e.id AS text) AS id, e.sim, CAST(coalesce(e.lex / nullif(e.total, 0), 0) AS float8) AS cov,"
+        f" e.sem, e.own, e.asks, {words} AS words, {near} AS near, {first.format('CAST(e.total AS float8)')} AS total,"
+        f" {first.format('t.qwords')} AS qwords, {first.format('t.qidf')} AS qidf"
+        f" FROM ranked e{pairs} CROSS JOIN ({terms}) t ORDER BY e.r".split()
     )
+    return NativeStatement.of(sql)
 
 
-_MEMORIES_SQL = " ".join(f"{MEMORY_SELECT} WHERE m.id = ANY(%(ids)s)".split())
+_MEMORIES = NativeStatement.of(" ".join(f"{MEMORY_SELECT} WHERE m.id = ANY(CAST(%(ids)s AS uuid[]))".split()))
 
 
 def _rank(
     rows: Sequence[Any], params: SearchParams, word_matches: WordMatches | None, relevance: bool
 ) -> list[tuple[Any, float]]:
-    """The candidates with their fused scores, best first (the newer first on a tie).
+    """The candidates (in the order of their own scores, ``_search_sql``) with their fused scores,
+    best first (the better own score first on a tie).
 
-    A memory's own score (``_scored_sql``) gains the soft word match when ``word_matches`` is given,
-    then its neighbours' best own score times ``context_weight``; a memory that asks a question
-    loses ``question_penalty`` (only where relevance ranks, not a bare keyword or category).
+    A memory's own score gains the soft word match when ``word_matches`` is given, then its
+    neighbours' best own score times ``context_weight``; a memory that asks a question loses
+    ``question_penalty`` (only where relevance ranks, not a bare keyword or category).
     """
-    own = {row.id: row.own for row in rows}
+    own: list[float] = [row.own for row in rows]  # own[r - 1]
     if word_matches is not None and rows and rows[0].qwords and rows[0].total:
-        words, weights, total = rows[0].qwords, rows[0].qidf, float(rows[0].total)
-        floor = params.soft_floor
-        read = [row for row in rows if row.words is not None]
-        for row in rows:  # beyond the best: its exact share (what the match finds at the least)
-            if row.words is None and row.total:
-                own[row.id] += params.soft_weight * float(row.lex / row.total)
-        matches = word_matches(
-            words, [[w for w in row.words.split() if len(w) > 1 and w not in _NOT_MATCHED] for row in read]
-        )
-        for row, best in zip(read, matches, strict=True):
-            matched = sum(
-                wt * min(max((b - floor) / (1 - floor), 0.0), 1.0)
-                for wt, b in zip(weights, best, strict=True)
-            )
-            own[row.id] += params.soft_weight * matched / total
+        total = rows[0].total
+        read = [row.words for row in rows if row.words is not None]  # the first ones
+        matched = word_matches(rows[0].qwords, rows[0].qidf, read, params.soft_floor, _NOT_MATCHED)
+        for n, weight in enumerate(matched):
+            own[n] += params.soft_weight * weight / total
+        for n in range(len(read), len(rows)):  # beyond: the exact share (what the match finds at the least)
+            own[n] += params.soft_weight * rows[n].cov
 
     def fused(row: Any) -> float:
-        score: float = own[row.id]
+        score: float = own[row.r - 1]
         if row.near:
-            score += params.context_weight * max((own[n] for n in row.near if n in own), default=0.0)
+            score += params.context_weight * max(own[n - 1] for n in row.near)
         if relevance and row.asks:
             score -= params.question_penalty
         return score
 
     ranked = [(row, fused(row)) for row in rows]
-    ranked.sort(key=lambda item: (item[1], item[0].created_at), reverse=True)
+    ranked.sort(key=lambda item: (-item[1], item[0].r))
     return ranked
 
 
