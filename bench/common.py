@@ -146,14 +146,23 @@ def serve_process(
 ) -> Iterator[tuple[subprocess.Popen[bytes], Path, int]]:
     """A ``memory-mcp serve`` process on a fresh temporary data dir and a free port (warning-level
     logs): yields the process, the data dir and the port; stops it (SIGTERM, which also stops its
-    embedded PostgreSQL) and removes the data dir afterwards."""
+    embedded PostgreSQL) and removes the data dir afterwards.
+
+    The server reads the static table from :func:`static_table_dir`, as a server that has started
+    before reads it from its data dir, instead of distilling it on its first start: distilling (a
+    minute of both cores on a busy 2-core machine) ran beside the measured work and took the saves
+    of ``bench.locomo`` from 54.5/s to 47.8/s."""
+    static_dir = static_table_dir()
     data_dir = Path(tempfile.mkdtemp(prefix=prefix))
     port = free_port()
+    env = {**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"}
+    if static_dir is not None:
+        env["MEMORY_MCP_STATIC_EMBEDDING_DIR"] = str(static_dir)
     server = subprocess.Popen(
         [sys.executable, "-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
         stdout=stdout,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"},
+        env=env,
     )
     try:
         yield server, data_dir, port
@@ -164,6 +173,20 @@ def serve_process(
         except subprocess.TimeoutExpired:
             server.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def static_table_dir() -> Path | None:
+    """Where the benchmarks keep the static table (the one the in-process benchmarks load: the data
+    dir unless ``MEMORY_MCP_STATIC_EMBEDDING_DIR`` says otherwise), distilled there first if it is
+    not yet; None when the static embedding is off."""
+    from memory_mcp.core.settings import Settings
+    from memory_mcp.embedder.static import load_static_model
+
+    settings = Settings()
+    if not settings.static_embedding:
+        return None
+    load_static_model(settings.static_embedding_cache_dir)
+    return settings.static_embedding_cache_dir
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
