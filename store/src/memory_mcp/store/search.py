@@ -442,7 +442,8 @@ def _scored_sql(lists: tuple[str, ...], where: str, keyword: bool, static: bool,
     ``closeness`` how closely the literal keyword matches (the whole score of a search without a
     question), ``ssim`` the static embedding's cosine similarity. A memory's own score is
     similarity + ``lexw`` x lex / total (the coverage of the query's weight) + ``staticw`` x ssim.
-    ``asks``: the memory ends in a question mark.
+    ``asks``: the memory ends in a question mark; ``tsv``: its full-text words, which the soft word
+    match reads.
 
     With ``context``, the best candidates' neighbours (``_neighbours_sql``) are scored too and join
     the candidates (``every``); the fusion (``_rank``) adds ``ctxw`` times the best own score of a
