@@ -79,15 +79,13 @@ class _WordTable:
 
     def __init__(self, size: int, dim: int, ignore: frozenset[str]) -> None:
         self.vectors = np.zeros((size + 1, dim), dtype=np.float32)
-        self.rows: dict[str, int] = {}
+        self.rows: dict[str, int] = {}  # the words held, in rows 1 to len(rows)
         self.texts: dict[str, NDArray[np.int64]] = {}
-        self.used = 0  # rows 1 to ``used`` hold words
         self.ignore = ignore
 
     def clear(self) -> None:
         self.rows.clear()
         self.texts.clear()
-        self.used = 0
 
 
 def _rows_of(words: Sequence[str], rows: dict[str, int]) -> NDArray[np.int64]:
@@ -143,15 +141,12 @@ class StaticModel:
         flat = np.concatenate([query, *rows])
         seen = np.zeros(len(vectors), dtype=bool)
         seen[flat] = True
-        distinct = np.flatnonzero(seen)
-        column = np.empty(len(vectors), dtype=np.int64)
-        column[distinct] = np.arange(len(distinct))
+        distinct = np.flatnonzero(seen)  # sorted
         similarity = vectors[query] @ vectors[distinct].T
         lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
         starts = np.cumsum(lengths) - lengths
-        best: NDArray[np.float32] = np.maximum.reduceat(
-            similarity[:, column[flat[len(query) :]]], starts, axis=1
-        ).T
+        columns = np.searchsorted(distinct, flat[len(query) :])
+        best: NDArray[np.float32] = np.maximum.reduceat(similarity[:, columns], starts, axis=1).T
         return best
 
     def soft_matches(
@@ -183,7 +178,7 @@ class StaticModel:
             return table.vectors, _rows_of(words, table.rows), cast("list[NDArray[np.int64]]", rows)
         split = {n: texts[n].split(" ") for n in misses}
         new = _new_words([*words, *(w for n in misses for w in split[n])], ignore, table.rows)
-        if table.used + len(new) > self.word_table_size:
+        if len(table.rows) + len(new) > self.word_table_size:
             split = {n: text.split(" ") for n, text in enumerate(texts)}
             new = _new_words([*words, *(w for each in split.values() for w in each)], ignore, {})
             if len(new) > self.word_table_size:
@@ -192,10 +187,9 @@ class StaticModel:
                 return vectors, _rows_of(words, own), [_rows_of(each, own) for each in split.values()]
             table.clear()
         if new:
-            start = table.used + 1
+            start = len(table.rows) + 1
             table.vectors[start : start + len(new)] = self.encode(new)
             table.rows.update(zip(new, range(start, start + len(new)), strict=True))
-            table.used += len(new)
         if len(table.texts) + len(split) > self.word_table_size:
             table.texts.clear()
         for n, each in split.items():
