@@ -75,13 +75,25 @@ WORD_TABLE_SIZE = 20_000
 
 class _WordTable:
     """Word vectors kept between calls, each word's row, and each text's rows (its words looked up
-    once). Row 0 is zeros: the row of every word that matches nothing."""
+    once). Row 0 is zeros: the row of every word that matches nothing. ``seen`` and ``place``, a
+    flag and a number per row, are scratch space for :meth:`distinct`."""
 
     def __init__(self, size: int, dim: int, ignore: frozenset[str]) -> None:
         self.vectors = np.zeros((size + 1, dim), dtype=np.float32)
         self.rows: dict[str, int] = {}  # the words held, in rows 1 to len(rows)
         self.texts: dict[str, NDArray[np.int64]] = {}
         self.ignore = ignore
+        self.seen = np.zeros(size + 1, dtype=bool)  # all False between calls
+        self.place = np.zeros(size + 1, dtype=np.int64)
+
+    def distinct(self, rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The distinct ``rows`` in order, and each of ``rows``' place among them: a flag per row
+        of the table instead of a sort, and a number per row instead of a search."""
+        self.seen[rows] = True
+        distinct = np.flatnonzero(self.seen)
+        self.seen[distinct] = False
+        self.place[distinct] = np.arange(len(distinct))
+        return distinct, self.place[rows]
 
     def clear(self) -> None:
         self.rows.clear()
@@ -135,18 +147,14 @@ class StaticModel:
         of each)."""
         if not words or not texts:
             return np.zeros((len(texts), len(words)), dtype=np.float32)
-        vectors, query, rows = self._lookup(words, texts, ignore)
-        # The distinct rows' vectors once (by a mask, not a sort); each text's columns side by side,
-        # and the maximum over each text's run of them. Every text has a row (an empty one row 0).
-        flat = np.concatenate([query, *rows])
-        seen = np.zeros(len(vectors), dtype=bool)
-        seen[flat] = True
-        distinct = np.flatnonzero(seen)  # sorted
-        similarity = vectors[query] @ vectors[distinct].T
-        lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
-        starts = np.cumsum(lengths) - lengths
-        columns = np.searchsorted(distinct, flat[len(query) :])
-        best: NDArray[np.float32] = np.maximum.reduceat(similarity[:, columns], starts, axis=1).T
+        table, query, rows = self._lookup(words, texts, ignore)
+        # The distinct rows' vectors once; each text's rows side by side, and the maximum over
+        # each text's run of them. Every text has a row (an empty one row 0). The product is the
+        # distinct words' by the query's: this order takes half the time of the other.
+        distinct, places = table.distinct(np.concatenate(rows))
+        similarity = table.vectors[distinct] @ table.vectors[query].T
+        lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+        best: NDArray[np.float32] = np.maximum.reduceat(similarity[places], np.cumsum(lengths) - lengths)
         return best
 
     def soft_matches(
@@ -167,7 +175,7 @@ class StaticModel:
 
     def _lookup(
         self, words: Sequence[str], texts: Sequence[str], ignore: frozenset[str]
-    ) -> tuple[NDArray[np.float32], NDArray[np.int64], list[NDArray[np.int64]]]:
+    ) -> tuple[_WordTable, NDArray[np.int64], list[NDArray[np.int64]]]:
         """A table of vectors, the rows of ``words`` in it and the rows of each text's words: the
         kept table (encoding the words it lacks), started over when they would not fit beside what
         it holds, or a table of their own when they are more than it holds at all."""
@@ -175,16 +183,17 @@ class StaticModel:
         rows = [table.texts.get(text) for text in texts]
         misses = [n for n, found in enumerate(rows) if found is None]
         if not misses and all(w in table.rows for w in words):  # the common case: all seen before
-            return table.vectors, _rows_of(words, table.rows), cast("list[NDArray[np.int64]]", rows)
+            return table, _rows_of(words, table.rows), cast("list[NDArray[np.int64]]", rows)
         split = {n: texts[n].split(" ") for n in misses}
         new = _new_words([*words, *(w for n in misses for w in split[n])], ignore, table.rows)
         if len(table.rows) + len(new) > self.word_table_size:
             split = {n: text.split(" ") for n, text in enumerate(texts)}
             new = _new_words([*words, *(w for each in split.values() for w in each)], ignore, {})
             if len(new) > self.word_table_size:
-                own = dict(zip(new, range(1, len(new) + 1), strict=True))
-                vectors = np.vstack([np.zeros((1, self.dim), dtype=np.float32), self.encode(new)])
-                return vectors, _rows_of(words, own), [_rows_of(each, own) for each in split.values()]
+                own = _WordTable(len(new), self.dim, ignore)
+                own.vectors[1:] = self.encode(new)
+                own.rows.update(zip(new, range(1, len(new) + 1), strict=True))
+                return own, _rows_of(words, own.rows), [_rows_of(each, own.rows) for each in split.values()]
             table.clear()
         if new:
             start = len(table.rows) + 1
@@ -194,7 +203,7 @@ class StaticModel:
             table.texts.clear()
         for n, each in split.items():
             rows[n] = table.texts[texts[n]] = _rows_of(each, table.rows)
-        return table.vectors, _rows_of(words, table.rows), cast("list[NDArray[np.int64]]", rows)
+        return table, _rows_of(words, table.rows), cast("list[NDArray[np.int64]]", rows)
 
     def _table(self, ignore: frozenset[str]) -> _WordTable:
         """The kept word table, made on first use and started over for another ``ignore``."""
