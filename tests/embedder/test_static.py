@@ -88,6 +88,27 @@ def test_best_matches_score_each_query_word_against_each_texts_words(static_mode
     assert model.best_matches(["car"], ["the"])[0][0] != 0.0
 
 
+def test_best_matches_are_each_query_words_highest_cosine_over_calls_in_a_row(
+    static_model: StaticModel,
+) -> None:
+    """Each entry equals the highest cosine of the query word's vector with the text's words' ones,
+    computed directly; calls in a row whose texts share words (the table's flags and places for the
+    distinct words used again) agree with it, and leave no row flagged."""
+    model = StaticModel(static_model.model, static_model.dim, static_model.path)
+    calls = [
+        (["car", "road"], ["car bus road", "red car"]),
+        (["bus"], ["red car", "train bus bus", "plane"]),
+        (["road", "plane"], ["plane road car", "car bus road"]),
+    ]
+    for words, texts in calls:
+        vectors = {w: model.encode([w])[0] for w in {*words, *" ".join(texts).split()}}
+        expected = [
+            [max(float(vectors[q] @ vectors[t]) for t in text.split()) for q in words] for text in texts
+        ]
+        np.testing.assert_allclose(model.best_matches(words, texts), expected, atol=1e-5)
+        assert not model._kept[0].seen.any()
+
+
 def test_soft_matches_count_each_word_from_the_floor_to_itself(static_model: StaticModel) -> None:
     """A word's weight counts nothing at the floor or below, fully for the word itself, linearly
     between: the soft word match search adds to a memory's score."""
