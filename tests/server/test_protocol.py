@@ -21,6 +21,7 @@ from memory_mcp.core import package_version
 from memory_mcp.store.db import Database
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import APP_ONLY_TOOLS, RunningServer, serve_process
+from tests.server.test_listing import HINTS, TOOLS_LIST_BUDGET
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -252,25 +253,6 @@ async def test_errors_carry_the_spec_codes_and_never_the_input(
 
 APPS = {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
 APP_ONLY = APP_ONLY_TOOLS
-# (readOnlyHint, destructiveHint, idempotentHint) as each tool's effect has them: docs/clients.md.
-HINTS = {
-    "search_memory": (True, None, None),  # counts recalls, changes no memory
-    "add_memory": (False, True, False),  # forgetting retires; a save may supersede
-    "listDocuments": (True, None, None),
-    "getDocument": (True, None, None),
-    "listMemories": (True, None, None),
-    "listSpaces": (True, None, None),
-    "whoAmI": (True, None, None),
-    "select-space": (False, False, True),  # a preference of the key
-    "set-active-space": (False, False, True),
-    "guided-save": (True, None, None),  # opens a draft; nothing is saved until the person submits
-    "save-memory": (False, True, True),  # a near-restatement supersedes the live memory
-    "upload-file": (True, None, None),
-    "memory-graph": (True, None, None),
-    "fetch-graph-data": (True, None, None),
-    "prepare-file-upload": (False, False, False),  # mints a short-lived token
-}
-TOOLS_LIST_BUDGET = 8000  # characters of JSON for a client without MCP Apps
 
 
 async def tools_listed(http: httpx2.AsyncClient, key: str, **capabilities: Any) -> list[dict[str, Any]]:
@@ -299,7 +281,7 @@ async def test_tools_list_fits_the_client_and_every_annotation_tells_the_truth(s
     assert size <= TOOLS_LIST_BUDGET, size
     for tool in with_apps:
         hints = tool["annotations"]
-        got = (hints.get("readOnlyHint"), hints.get("destructiveHint"), hints.get("idempotentHint"))
-        assert got == HINTS[tool["name"]], tool["name"]
+        names = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+        assert tuple(hints.get(name) for name in names) == HINTS[tool["name"]], tool["name"]
         # A typo in an argument name is refused, not silently ignored.
         assert tool["inputSchema"]["additionalProperties"] is False, tool["name"]

@@ -26,7 +26,9 @@ from .service import MemoryService
 WIDGETS = ("select-space", "guided-save", "upload-file", "memory-graph")
 APP_ONLY: list[Visibility] = ["app"]  # hidden from the model; the widgets call them
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 # Sets a preference of the key (its active space): nothing is lost, and the same call twice is one.
 SWITCHES = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -263,6 +265,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
     @apps.tool(
         resource_uri=resource_uri("select-space"),
         name="select-space",
+        title="Select the active space",
         description="Change the active space for future requests of this key (a one-off containerTag never "
         "does). Without `space` it opens a picker of the key's spaces.",
         annotations=SWITCHES,
@@ -287,6 +290,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         resource_uri=resource_uri("select-space"),
         visibility=APP_ONLY,
         name="set-active-space",
+        title="Set the active space",
         description="Make a space the active space of this key (the space picker calls this).",
         annotations=SWITCHES,
     )
@@ -298,6 +302,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
     @apps.tool(
         resource_uri=resource_uri("guided-save"),
         name="guided-save",
+        title="Draft a memory to save",
         description="Open an editable draft of a memory for the person to check, categorise and save into "
         "a space they choose. Nothing is saved until they submit.",
         annotations=READ_ONLY,
@@ -323,6 +328,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         resource_uri=resource_uri("guided-save"),
         visibility=APP_ONLY,
         name="save-memory",
+        title="Save a drafted memory",
         description="Save the memory a person wrote in the guided-save form into the space they chose.",
         annotations=WRITES,
     )
@@ -340,6 +346,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
     @apps.tool(
         resource_uri=resource_uri("upload-file"),
         name="upload-file",
+        title="Upload a file",
         description="Open a form for the person to upload one file (text, Markdown, PDF, Word, CSV, image, "
         "audio, video) into a space they can write to, and follow it until its memories are ready.",
         annotations=READ_ONLY,
@@ -358,6 +365,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
     @apps.tool(
         resource_uri=resource_uri("memory-graph"),
         name="memory-graph",
+        title="Show the memory graph",
         description="Show a space's documents and memories as an interactive graph (memories linked to their "
         "documents, versions and related memories linked to each other).",
         annotations=READ_ONLY,
@@ -382,6 +390,7 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         resource_uri=resource_uri("memory-graph"),
         visibility=APP_ONLY,
         name="fetch-graph-data",
+        title="Fetch graph data",
         description="One page of a space's graph: documents, memories and the links between them.",
         annotations=READ_ONLY,
     )

@@ -43,6 +43,7 @@ def upload_text(out: UploadTokenOut) -> str:
 def register(mcp: MCPServer, service: MemoryService) -> None:
     @mcp.tool(
         name="prepare-file-upload",
+        title="Prepare a file upload",
         description="For the upload widget: a one-time upload URL and token (valid at most 5 minutes).",
         # Mints a short-lived, single-use token: nothing existing changes, each call mints another.
         annotations=ToolAnnotations(

@@ -33,7 +33,11 @@ from .service import MemoryService
 # search_memory is read-only too, though it counts recalls: the counts only rank the profile's
 # stable facts, no memory changes, and a client that confirms each write would confirm every
 # recall (docs/clients.md, "Tool annotations").
-READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# Every hint is set, not left to its default: a directory's review reads them, and a client that
+# meets no hint assumes the worst (destructive, not idempotent, open world).
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 
 def build_mcp(service: MemoryService, origin: str) -> MCPServer:
@@ -54,6 +58,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
 
     @mcp.tool(
         name="search_memory",
+        title="Search memory",
         description="Recall memories from one space: semantic `query`, literal `keyword` (exact or substring, "
         "good for codes), and/or `category` filter - at least one. Includes the space profile unless "
         "includeProfile is false.",
@@ -92,6 +97,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
 
     @mcp.tool(
         name="add_memory",
+        title="Save or forget a memory",
         description="Save a durable fact to a space (action=save, the default), or forget an outdated one "
         "(action=forget). Exact duplicates return the existing memory.",
         # Forgetting retires a memory (soft: history is kept), so the tool is not free of destruction.
@@ -129,7 +135,10 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
         )
 
     @mcp.tool(
-        name="listDocuments", description="Browse the source documents of a space.", annotations=READ_ONLY
+        name="listDocuments",
+        title="List documents",
+        description="Browse the source documents of a space.",
+        annotations=READ_ONLY,
     )
     async def list_documents(
         page: Page = 1, limit: Limit = 10, containerTag: ContainerTag = None
@@ -143,6 +152,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
 
     @mcp.tool(
         name="getDocument",
+        title="Read a document",
         description="Read one document: metadata, summary and content.",
         annotations=READ_ONLY,
     )
@@ -158,6 +168,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
 
     @mcp.tool(
         name="listMemories",
+        title="List memories",
         description="Browse the memories of a space, newest first (live ones unless `status` says otherwise).",
         annotations=READ_ONLY,
     )
@@ -179,6 +190,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
 
     @mcp.tool(
         name="listSpaces",
+        title="List spaces",
         description="Spaces this key can use, with keys, effective access, counts and the active space.",
         annotations=READ_ONLY,
     )
@@ -187,6 +199,7 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
 
     @mcp.tool(
         name="whoAmI",
+        title="Who am I",
         description="The authenticated user, role, key in use, grants and active space.",
         annotations=READ_ONLY,
     )
