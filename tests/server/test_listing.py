@@ -1,15 +1,19 @@
 """What a listing's reviewer checks, through the real MCP client over real HTTP: every tool titled,
-annotated and named within limits, and a lean ``tools/list``."""
+annotated and named within limits, a lean ``tools/list``, and a server that names itself with a
+title, a website and an icon it serves (also on the OAuth pages)."""
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
+import httpx2
 from mcp.types import Tool
 
 from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import APP_ONLY_TOOLS, RunningServer, apps_session, mcp_session
+from tests.server.oauth_flow import Flow
 
 # (readOnlyHint, destructiveHint, idempotentHint, openWorldHint) as each tool's effect has them
 # (docs/clients.md, "Tool annotations"); every hint is set, none left to its default.
@@ -79,3 +83,49 @@ async def test_every_tool_is_titled_annotated_and_named_within_limits_and_the_pl
     search = next(t for t in plain if t.name == "search_memory")
     assert search.output_schema is not None
     assert {"results", "count", "profile"} <= set(search.output_schema["properties"])
+
+
+async def test_server_info_has_a_title_a_website_and_icons_the_server_serves(server: RunningServer) -> None:
+    key = await _reader_key(server)
+    async with mcp_session(server, key) as s:
+        info = s.client.server_info
+    assert info is not None
+    assert info.name == "memory-mcp" and info.title == "Memory-MCP"
+    assert info.website_url is not None and info.website_url.startswith("https://")
+    icons = info.icons or []
+    kinds = {(icon.mime_type, icon.theme) for icon in icons}
+    assert kinds == {(m, t) for m in ("image/svg+xml", "image/png") for t in ("light", "dark")}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        bodies: dict[Any, bytes] = {}
+        for icon in icons:
+            assert icon.src.startswith(server.base + "/icons/"), icon.src
+            answer = await http.get(icon.src)  # no credential: a host fetches it as it lists servers
+            assert answer.status_code == 200, icon.src
+            assert answer.headers["content-type"] == icon.mime_type
+            bodies[(icon.mime_type, icon.theme)] = answer.content
+            if icon.mime_type == "image/png":
+                assert answer.content.startswith(b"\x89PNG\r\n\x1a\n")
+                assert icon.sizes == ["256x256"]
+                width, height = int.from_bytes(answer.content[16:20]), int.from_bytes(answer.content[20:24])
+                assert (width, height) == (256, 256)
+            else:
+                assert answer.content.lstrip().startswith(b"<svg") and b"<script" not in answer.content
+        assert bodies[("image/svg+xml", "light")] != bodies[("image/svg+xml", "dark")]
+        assert bodies[("image/png", "light")] != bodies[("image/png", "dark")]
+        missing = await http.get(server.base + "/icons/../../etc/passwd")
+        assert missing.status_code == 404
+        assert (await http.get(server.base + "/icons/other.svg")).status_code == 404
+
+
+async def test_the_sign_in_page_shows_the_icon_for_either_colour_scheme(server: RunningServer) -> None:
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        flow = Flow(http)
+        await flow.register()
+        page = await http.get("/authorize", params=flow.authorize_params())
+        svg = (await http.get("/icons/memory-mcp-light.svg")).text
+    assert page.status_code == 200
+    header = page.text.split("</h1>", 1)[0]
+    assert header.count("<svg") == 2 and 'class="mm-light"' in header and 'class="mm-dark"' in header
+    # The same drawing as the served file, inline: the page's policy loads no images.
+    assert re.search(r'<path d="([^"]+)"', svg).group(1) in header  # type: ignore[union-attr]
+    assert "img-src" not in page.headers["content-security-policy"]

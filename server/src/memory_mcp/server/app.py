@@ -33,6 +33,7 @@ from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
 
+from . import brand
 from .api_docs import install_api_docs
 from .bearer import Challenge
 from .documents_worker import DocumentWorker
@@ -366,6 +367,7 @@ def create_app(
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(build_router(service))
+    app.include_router(brand.router())  # the icon that serverInfo and the OAuth pages show
     install_api_docs(app)
     # A route of its own rather than a mount at "/": a mount matches every path, which turned unknown
     # paths into the MCP app's plain-text 404 and a wrong method on a REST route into a 404 too.

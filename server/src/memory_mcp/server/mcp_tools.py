@@ -15,7 +15,7 @@ from memory_mcp.store import validation
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.models import Caller
 
-from . import mcp_apps, mcp_documents, render
+from . import brand, mcp_apps, mcp_documents, render
 from .mcp_calls import ContainerTag, Limit, Page, call, caller_of
 from .mcp_server import MemoryMCPServer
 from .schemas import (
@@ -44,6 +44,9 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
     mcp = MemoryMCPServer(
         "memory-mcp",
         version=package_version(),
+        title=brand.TITLE,
+        website_url=brand.WEBSITE_URL,
+        icons=brand.icons(service.settings.public_url or origin),
         instructions=(
             "Memory-MCP keeps a team's memories in spaces. Use search_memory to recall before answering, "
             "add_memory to save durable facts (or action=forget to retire outdated ones), listSpaces to see "

@@ -13,6 +13,8 @@ from fastapi.responses import HTMLResponse
 
 from memory_mcp.store.models import Grant
 
+from .brand import inline_icon
+
 CSRF_FIELD = "csrf"
 CSRF_COOKIE = "memory_mcp_oauth_csrf"
 # No script, no framing (a consent page inside someone else's frame is a clickjacking target).
@@ -38,7 +40,7 @@ def _page(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)} - Memory-MCP</title><style>{_STYLE}</style></head>"
-        f"<body><h1>{escape(title)}</h1>{body}</body></html>"
+        f"<body><h1>{inline_icon()}{escape(title)}</h1>{body}</body></html>"
     )
     response = HTMLResponse(html, status_code=status, headers=HEADERS)
     if cookie is not None:
