@@ -31,7 +31,12 @@ async def test_tool_list_and_schemas(server: RunningServer) -> None:
     search = tools["search_memory"].input_schema["properties"]
     assert {"query", "keyword", "category", "includeProfile", "containerTag", "limit"} <= set(search)
     add = tools["add_memory"].input_schema
-    assert add["required"] == ["content"] and add["properties"]["action"]["enum"] == ["save", "forget"]
+    assert add["properties"]["action"]["enum"] == ["save", "forget"]
+    # Neither content nor memoryId is required by every action: each one's description says which
+    # action needs it (a forget by id needs no content).
+    assert not add.get("required")
+    assert "action=save: required" in add["properties"]["content"]["description"]
+    assert "action=forget: forget exactly it" in add["properties"]["memoryId"]["description"]
     for tool in tools.values():
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         # Results are sent without null fields: no schema offers a null branch to try.
@@ -199,6 +204,23 @@ async def test_memory_id_names_exactly_one_memory(server: RunningServer) -> None
         assert "at most 2000 characters" in await s.error(
             "add_memory", content="word " * 600, memoryId=updated["memory"]["id"]
         )
+
+
+async def test_forget_by_memory_id_alone(server: RunningServer) -> None:
+    key = await writer_key(server)
+    async with mcp_session(server, key) as s:
+        saved = (await s.ok("add_memory", content="The VPN gateway moved to vpn2.example.org."))["memory"]
+        kept = (await s.ok("add_memory", content="Expense reports are due on the 5th."))["memory"]
+        forgot = await s.ok("add_memory", action="forget", memoryId=saved["id"])
+        assert forgot["status"] == "forgotten" and forgot["memory"]["id"] == saved["id"]
+        again = await s.ok("add_memory", action="forget", memoryId=saved["id"][:8])
+        assert again["status"] == "already_forgotten" and again["memory"]["id"] == saved["id"]
+        assert [m["id"] for m in (await s.ok("listMemories"))["memories"]] == [kept["id"]]
+        # What each action lacks is named: a save needs content, a forget an id or a text.
+        assert "content: required to save" in await s.error("add_memory", memoryId=kept["id"])
+        assert "content: give memoryId, or the text" in await s.error("add_memory", action="forget")
+        assert "memoryId" in await s.error("add_memory", action="forget", memoryId="m" * 37)
+        assert [m["id"] for m in (await s.ok("listMemories"))["memories"]] == [kept["id"]]
 
 
 async def test_documents_are_uploads_and_long_texts(server: RunningServer) -> None:

@@ -45,6 +45,7 @@ async def test_typescript_sdk_client_calls_every_tool(server: RunningServer) -> 
     assert calls["search_memory"]["results"][0]["content"] == "The TypeScript client saved this."
     assert calls["getDocument"]["content"] == "The TypeScript client saved this."
     assert calls["whoAmI"]["user"]["displayName"] == "Tess"
+    assert summary["forgetById"]["status"] == "forgotten"
     assert summary["errors"] == {
         "search_memory": "Error executing tool search_memory: space 'no-such-space' not found"
     }

@@ -42,6 +42,10 @@ await call("save-memory", { content: "The TypeScript client saved this through t
 await call("prepare-file-upload", {});
 await call("fetch-graph-data", { limit: 5 });
 await call("search_memory", { keyword: "TypeScript", containerTag: "no-such-space" });
+// A forget by memoryId alone (no content), as the input schema allows.
+const doomed = await client.callTool({ name: "add_memory", arguments: { content: "The TypeScript client forgets this." } });
+const forgetArgs = { action: "forget", memoryId: doomed.structuredContent.memory.id };
+summary.forgetById = (await client.callTool({ name: "add_memory", arguments: forgetArgs })).structuredContent;
 summary.resources = (await client.listResources()).resources.map((r) => r.uri).sort();
 summary.profile = (await client.readResource({ uri: "memory-mcp://profile" })).contents[0].text;
 summary.prompt = (await client.getPrompt({ name: "context" })).messages[0].content.text;

@@ -102,21 +102,23 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
         name="add_memory",
         title="Save or forget a memory",
         description="Save a durable fact to a space (action=save, the default), or forget an outdated one "
-        "(action=forget). Exact duplicates return the existing memory.",
+        "(action=forget: by memoryId alone, or by its text). Exact duplicates return the existing memory.",
         # Forgetting retires a memory (soft: history is kept), so the tool is not free of destruction.
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
         ),
     )
     async def add_memory(
+        # Which inputs an action needs is said in the descriptions and checked by the service, not by
+        # a conditional schema: model APIs refuse oneOf/anyOf/if at the top of a tool's input schema.
         content: Annotated[
-            str,
+            str | None,
             Field(
-                description="Fact to save (over 2,000 characters: several memories), or text of a memory "
-                "to forget",
+                description="action=save: required, the fact (over 2,000 characters: several memories). "
+                "action=forget: a memory's text, or none with memoryId",
                 max_length=validation.MAX_DOCUMENT_TEXT,
             ),
-        ],
+        ] = None,
         action: Annotated[Literal["save", "forget"], Field(description="save or forget")] = "save",
         category: Annotated[
             str | None,
@@ -126,7 +128,9 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
         memoryId: Annotated[
             str | None,
             Field(
-                description="Memory id: forget it, or save content as its new version",
+                description="action=forget: forget exactly it (no content needed). action=save: save "
+                "content as its next version",
+                max_length=validation.MAX_MEMORY_ID,
             ),
         ] = None,
     ) -> Annotated[CallToolResult, AddOut]:

@@ -254,7 +254,9 @@ class MemoryService:
             modes=list(result.modes),
             fallback=result.fallback,
         )
-        if include_profile:
+        # A search that finds nothing says so and nothing else: the profile beside no results reads
+        # as if it were the answer.
+        if include_profile and relevant:
             out.profile = await self._profile(ctx, exclude=[h.memory.id for h in relevant[:shown]])
         return out
 
@@ -292,21 +294,28 @@ class MemoryService:
     async def add(
         self,
         caller: Caller,
-        content: str,
+        content: str | None,
         action: Literal["save", "forget"] = "save",
         category: str | None = None,
         container_tag: str | None = None,
         memory_id: str | None = None,
     ) -> AddOut:
         """Save ``content`` (as the next version of ``memory_id`` when given), or forget a memory:
-        exactly ``memory_id`` when given, else the one ``content`` clearly designates."""
+        exactly ``memory_id`` when given (``content`` is then not needed), else the one ``content``
+        clearly designates."""
+        if action not in ("save", "forget"):
+            raise ValidationError("action", "must be 'save' or 'forget'")
         ctx = identity.resolve_space(caller, container_tag)
         # The store checks again; checking here first refuses before any embedding work is spent.
         memories.require_write(ctx)
         if action == "forget":
-            return await self._forget(ctx, content, memory_id)
-        if action != "save":
-            raise ValidationError("action", "must be 'save' or 'forget'")
+            if content is None and memory_id is None:
+                raise ValidationError("content", "give memoryId, or the text of the memory to forget")
+            return await self._forget(ctx, content or "", memory_id)
+        if content is None:
+            raise ValidationError(
+                "content", "required to save; to forget, give action=forget and memoryId (or the text)"
+            )
         return await self._save(ctx, content, category, memory_id)
 
     async def _save(
