@@ -199,6 +199,9 @@ def test_dashboard_configmap_carries_the_dashboard_file(everything: list[Manifes
 def test_migrations_run_as_a_hook_before_upgrades(defaults: list[Manifest]) -> None:
     job = one(defaults, "Job", "-migrate")
     hooks = set(job["metadata"]["annotations"]["helm.sh/hook"].split(","))
-    assert hooks == {"post-install", "pre-upgrade"}
+    # Before the install's resources with an external database: `helm install --wait` waits for
+    # servers that are only ready once the schema is there.
+    assert hooks == {"pre-install", "pre-upgrade"}
+    assert "serviceAccountName" not in job["spec"]["template"]["spec"]
     (migrate,) = containers(job)
     assert migrate["command"] == ["memory-mcp", "migrate"]
