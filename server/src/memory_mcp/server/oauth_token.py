@@ -14,11 +14,12 @@ from starlette.datastructures import FormData
 
 from memory_mcp.core import metrics
 from memory_mcp.store import oauth, validation
+from memory_mcp.store.errors import AuthenticationFailed
 
 from .bearer import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH, Resource
 from .oauth_cimd import ClientRefused, resolve_client
 from .service import MemoryService
-from .throttle import FailureCounts
+from .throttle import FailureCounts, count_failure
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 MAX_REGISTRATION_BYTES = 16 * 1024
@@ -145,9 +146,14 @@ def build_router(service: MemoryService) -> APIRouter:
             return oauth_error("revoke", "invalid_request", "token is given more than once")
         if presented is None:
             return oauth_error("revoke", "invalid_request", "token is required")
-        # RFC 7009 §2.2: the answer is 200 whether or not the token was known.
-        if await oauth.revoke_token(service.db, issuer(request), presented):
-            metrics.OAUTH_EVENTS.labels(event="revoked").inc()
+        # RFC 7009 §2.2: the answer is 200 whether or not the token was known; one that is not ours
+        # counts as a failed authentication all the same (a forged token is throttled, not a 500).
+        try:
+            if await oauth.revoke_token(service.db, issuer(request), presented):
+                metrics.OAUTH_EVENTS.labels(event="revoked").inc()
+        except AuthenticationFailed as exc:
+            metrics.AUTH_FAILURES.labels(reason=exc.reason).inc()
+            count_failure(request.scope)
         return Response(status_code=200, headers=NO_STORE)
 
     @router.post(REGISTER_PATH)
@@ -165,7 +171,7 @@ def build_router(service: MemoryService) -> APIRouter:
         body = await request.body()
         try:
             metadata: Any = json.loads(body) if len(body) <= MAX_REGISTRATION_BYTES else None
-        except ValueError:
+        except (ValueError, RecursionError):
             metadata = None
         if not isinstance(metadata, dict):
             return oauth_error(
@@ -208,7 +214,9 @@ def _registration_problem(metadata: dict[str, Any], allowed_hosts: list[str]) ->
         if problem is not None:
             return "invalid_redirect_uri", problem
     grants = metadata.get("grant_types", ["authorization_code"])
-    if not isinstance(grants, list) or "authorization_code" not in grants:
+    if not isinstance(grants, list) or not all(isinstance(g, str) for g in grants):
+        return "invalid_client_metadata", "grant_types must be a list of names"
+    if "authorization_code" not in grants:
         return "invalid_client_metadata", "grant_types must include authorization_code"
     if not set(grants) <= {"authorization_code", "refresh_token"}:
         return "invalid_client_metadata", "grant_types may be authorization_code and refresh_token only"

@@ -14,8 +14,6 @@ request.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -125,21 +123,13 @@ class IssuerKeys:
         }
 
 
-def _header(token: str) -> dict[str, Any] | None:
-    try:
-        header = json.loads(base64.urlsafe_b64decode(token.split(".", 1)[0] + "=="))
-    except ValueError:
-        return None
-    return header if isinstance(header, dict) else None
-
-
 def _failed(reason: str) -> AuthenticationFailed:
     return identity.failure(reason)
 
 
 async def verified_claims(keys: IssuerKeys, token: str, audiences: Sequence[str]) -> dict[str, Any]:
     """The claims of a token the provider signed for one of ``audiences``, or AuthenticationFailed."""
-    header = _header(token)
+    header = oauth.token_header(token)
     alg = header.get("alg") if header else None
     kid = header.get("kid") if header else None
     if alg not in ALGORITHMS or not isinstance(kid, str):
@@ -149,7 +139,7 @@ async def verified_claims(keys: IssuerKeys, token: str, audiences: Sequence[str]
         raise _failed("token_invalid")
     try:
         key = jwt.PyJWK(jwk, algorithm=alg).key
-        claims: dict[str, Any] = jwt.decode(
+        claims = oauth.decode_claims(
             token,
             key,
             algorithms=[alg],

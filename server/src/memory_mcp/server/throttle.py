@@ -30,6 +30,14 @@ from .rest_common import ErrorResponse
 log = logging.getLogger(__name__)
 
 MAX_TRACKED = 10_000  # addresses, and separately prefixes; the least recently failing go first
+# Set in a request's scope by a route that refused a credential without answering 401: ``/revoke``
+# answers 200 to any token (RFC 7009 §2.2), ``/token`` 400 to a guessed code or refresh token.
+FAILED = "memory_mcp.credential_refused"
+
+
+def count_failure(scope: Scope) -> None:
+    """Count this request as a failed authentication, as a 401 is (and throttle it past the limit)."""
+    scope[FAILED] = True
 
 
 class FailureCounts:
@@ -84,7 +92,7 @@ class AuthThrottle:
             nonlocal replaced
             if replaced:
                 return  # the body of the 401 that the 429 replaced
-            if message["type"] == "http.response.start" and message["status"] == 401:
+            if message["type"] == "http.response.start" and (message["status"] == 401 or scope.get(FAILED)):
                 retry_after = self._failed(scope)
                 if retry_after is not None:
                     replaced = True

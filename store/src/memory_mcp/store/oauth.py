@@ -114,6 +114,9 @@ def redirect_uri_problem(uri: str, allowed_hosts: Sequence[str]) -> str | None:
         return f"a redirect URI must be at most {MAX_URI} characters"
     if (problem := validation.text_problem(uri)) is not None:
         return f"a redirect URI {problem}"
+    if any(char.isspace() for char in uri):
+        # URL parsers drop tabs and line breaks, so a URI holding them would match one without
+        return "a redirect URI must not contain spaces, tabs or line breaks"
     try:
         parts = urlsplit(uri)
         host = (parts.hostname or "").lower()
@@ -134,9 +137,13 @@ def redirect_uri_problem(uri: str, allowed_hosts: Sequence[str]) -> str | None:
 
 
 def redirect_matches(registered: str, requested: str) -> bool:
-    """Exact string match, except that a loopback redirect may use any port (RFC 8252 §7.3)."""
+    """Exact string match, except that a loopback redirect may use any port (RFC 8252 §7.3). The
+    requested URI is held to the rules of a registered one: with a port of its own, it could still
+    carry a fragment, credentials or characters the URL parser drops while comparing."""
     if registered == requested:
         return True
+    if redirect_uri_problem(requested, ()) is not None:
+        return False
     try:
         reg, req = urlsplit(registered), urlsplit(requested)
         if reg.scheme != "http" or (reg.hostname or "") not in LOOPBACK_HOSTS:
@@ -548,30 +555,52 @@ async def refresh(
                 {"h": _hash(refresh_token)},
             )
         ).first()
-        if spent is None:  # another request rotated it a moment ago: that is a reuse too
-            await _revoke_families(conn, "id = :id", {"id": row.id}, "refresh token reused")
-            raise OAuthError("invalid_grant", "refresh token already used", "refresh_reused")
-        return await _issue(conn, key, issuer, row, caller)
+        if spent is not None:
+            return await _issue(conn, key, issuer, row, caller)
+    # Another request rotated it a moment ago: that is a reuse too. The revocation commits in a
+    # transaction of its own, so the refusal raised after it cannot roll it back.
+    async with db.transaction() as conn:
+        await _revoke_families(conn, "id = :id", {"id": row.id}, "refresh token reused")
+        await record(
+            conn,
+            "oauth",
+            "oauth.refresh_reused",
+            "oauth_client",
+            row.client_id,
+            details={"family": str(row.id)},
+        )
+    raise OAuthError("invalid_grant", "refresh token already used", "refresh_reused")
 
 
 async def revoke_token(db: Database, issuer: Issuer, token: str, actor: str = "oauth") -> bool:
-    """RFC 7009: a refresh token or an access token revokes its family; anything else is ignored."""
-    family: str | None = None
+    """RFC 7009: a refresh token or an access token of ours revokes its family (False when it was
+    revoked already). Anything else revokes nothing and raises :class:`AuthenticationFailed`, for
+    the caller to count: an unknown refresh token, a token whose signature, issuer or claims do not
+    verify, or one that is not a token of ours at all."""
+    family: object = None
     if token.startswith(REFRESH_PREFIX):
         async with db.transaction() as conn:
-            family = (
+            found = (
                 await conn.execute(
                     text("SELECT family_id FROM oauth_refresh_tokens WHERE token_hash = :h"),
                     {"h": _hash(token)},
                 )
             ).scalar()
-    else:
-        claims = await _verified_claims(
-            db, issuer.keys, token, issuer=issuer.issuer, audiences=None, verify_exp=False
-        )
+        family = str(found) if found is not None else None
+    elif looks_like_jwt(token):
+        try:
+            claims = await _verified_claims(
+                db, issuer.keys, token, issuer=issuer.issuer, audiences=None, verify_exp=False
+            )
+        except jwt.PyJWTError as exc:
+            raise token_failure(exc) from None
         family = claims.get("fam") if claims else None
+    try:
+        family = str(uuid.UUID(family)) if isinstance(family, str) else None
+    except ValueError:
+        family = None
     if family is None:
-        return False
+        raise _failed("token_invalid")
     async with db.transaction() as conn:
         revoked = await _revoke_families(
             conn, "id = CAST(:id AS uuid)", {"id": str(family)}, "revoked by client"
@@ -599,17 +628,14 @@ async def _verified_claims(
 ) -> dict[str, Any] | None:
     # The header alone, to pick the key: PyJWT's own reader decodes the whole token, which the
     # verification below does again (a third of the check's CPU time).
-    try:
-        header = json.loads(base64.urlsafe_b64decode(token.split(".", 1)[0] + "=="))
-    except ValueError:
-        return None
-    if not isinstance(header, dict):
+    header = token_header(token)
+    if header is None:
         return None
     kid = header.get("kid")
     key = await keys.verification_key(db, kid) if isinstance(kid, str) else None
     if key is None or header.get("typ") != TOKEN_TYPE:
         return None
-    claims: dict[str, Any] = jwt.decode(
+    return decode_claims(
         token,
         key.public,
         algorithms=[ALGORITHM],
@@ -621,6 +647,33 @@ async def _verified_claims(
             "verify_exp": verify_exp,
         },
     )
+
+
+# A JWT's header segment longer than this is no header of ours or of a provider's (a few hundred
+# characters): it is refused before it is decoded, as deeply nested JSON once made a 500.
+MAX_TOKEN_HEADER = 2048
+
+
+def token_header(token: str) -> dict[str, Any] | None:
+    """The JSON object of a JWT's header segment, or None when there is none to read: too long, not
+    base64url, not UTF-8 JSON, nested past what the parser takes, or not an object."""
+    segment = token.split(".", 1)[0]
+    if len(segment) > MAX_TOKEN_HEADER:
+        return None
+    try:
+        header = json.loads(base64.urlsafe_b64decode(segment + "=="))
+    except (ValueError, RecursionError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def decode_claims(token: str, key: Any, **checks: Any) -> dict[str, Any]:
+    """``jwt.decode`` whose every refusal is a :class:`jwt.PyJWTError`: a payload nested past what
+    the JSON parser takes raised ``RecursionError`` through PyJWT, a 500."""
+    try:
+        claims: dict[str, Any] = jwt.decode(token, key, **checks)
+    except RecursionError:
+        raise jwt.DecodeError("the token's payload is nested too deeply") from None
     return claims
 
 

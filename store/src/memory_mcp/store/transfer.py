@@ -23,12 +23,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from . import validation
 from .audit import record
 from .db import Database, HalfVector
-from .errors import QuotaExceeded, SecretRefused, StoreError, ValidationError
+from .errors import Conflict, QuotaExceeded, SecretRefused, StoreError, ValidationError
 from .memories import checked_content, content_hash, refuse_secrets, take_turn
 
 FORMAT_VERSION = 1
@@ -696,6 +697,40 @@ async def import_entries(
     together with ``embed``, and given their static vectors by ``static``); entries already there
     are recognised and not added again."""
     report = report or ImportReport()
+    try:
+        await _write_entries(db, space_id, entries, embed, batch_size, progress, report, static)
+    except IntegrityError:
+        # Another import wrote the same records between this one's look for them and its write:
+        # the unique indexes kept one copy, and the batch that met them was rolled back whole.
+        raise Conflict(
+            f"another import into space '{space_key}' wrote the same memories or documents at the same "
+            "time; nothing was stored twice. Run this import again once the other one is done: it adds "
+            "only what is still missing"
+        ) from None
+    async with db.transaction() as conn:
+        await record(
+            conn,
+            actor,
+            "space.imported",
+            "space",
+            space_key,
+            space_id=space_id,
+            details={k: v for k, v in report.as_dict().items() if k != "skipped"}
+            | {"skipped": len(report.skipped)},
+        )
+    return report
+
+
+async def _write_entries(
+    db: Database,
+    space_id: uuid.UUID,
+    entries: Sequence[Entry],
+    embed: Embed | None,
+    batch_size: int,
+    progress: Callable[[int], None],
+    report: ImportReport,
+    static: StaticEmbed | None,
+) -> None:
     importer = _Importer(db, space_id, embed, report, static)
     await importer.prepare(entries)
     await importer.documents([e for e in entries if e.kind == "document"])
@@ -726,15 +761,3 @@ async def import_entries(
             writing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await writing
-    async with db.transaction() as conn:
-        await record(
-            conn,
-            actor,
-            "space.imported",
-            "space",
-            space_key,
-            space_id=space_id,
-            details={k: v for k, v in report.as_dict().items() if k != "skipped"}
-            | {"skipped": len(report.skipped)},
-        )
-    return report

@@ -81,6 +81,10 @@ class Builder:
     # --- what was left out ----------------------------------------------------------------------
 
     def skip(self, where: str, message: str) -> None:
+        # Names in ``where`` are quoted with :func:`quoted`; this catches what reaches it otherwise
+        # (an id, a file name): a report never carries the credential it refused.
+        if (found := find_secret(where)) is not None:
+            where = f"an item whose name looks like {found.label} (name withheld)"
         self.parsed.skipped.append(Skipped(len(self.parsed.skipped) + 1, message, where))
 
     def has_secret(self, where: str, value: str | None) -> bool:
@@ -302,3 +306,10 @@ def short(value: str, limit: int = 60) -> str:
     """A title or name as a report quotes it: one line, at most ``limit`` characters."""
     value = " ".join(value.split())
     return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def quoted(value: str, limit: int = 60) -> str:
+    """A title or name as a report quotes it (``short``), or a stand-in when it holds a credential:
+    checked whole, since a cut one may no longer look like what it still leaks most of."""
+    found = find_secret(value) if value else None
+    return f"[withheld: looks like {found.label}]" if found is not None else short(value, limit)

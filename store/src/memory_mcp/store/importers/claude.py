@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import ValidationError
-from .base import Builder, Part, from_iso, short
+from .base import Builder, Part, from_iso, quoted
 from .bundle import Bundle
 from .conversations import Turn, add_conversation
 
@@ -130,7 +130,7 @@ def _projects(data: list[Any], builder: Builder) -> None:
         key = str(project.get("uuid") or index)
         given = project.get("name")
         name = given if isinstance(given, str) and given.strip() else f"project {index}"
-        where = f"project '{short(name)}' ({key})"
+        where = f"project '{quoted(name)}' ({key})"
         created = from_iso(project.get("created_at"))
         updated = from_iso(project.get("updated_at"))
         parts = [
@@ -156,7 +156,7 @@ def _projects(data: list[Any], builder: Builder) -> None:
                 builder.skip(f"{where}, document {number}", "not a document with content; not imported")
                 continue
             file_name = doc.get("filename") if isinstance(doc.get("filename"), str) else None
-            doc_where = f"{where}, document '{short(file_name or str(number))}'"
+            doc_where = f"{where}, document '{quoted(file_name or str(number))}'"
             builder.document(
                 ["project", key, str(doc.get("uuid") or number)],
                 file_name,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from .base import MIN_STATEMENT_WORDS, Builder, Part, short
+from .base import MIN_STATEMENT_WORDS, Builder, Part, quoted
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def add_conversation(
     category: str,
 ) -> None:
     """One conversation's document and the memories of the user's turns."""
-    where = f"conversation '{short(title)}' ({key})" if title else f"conversation {key}"
+    where = f"conversation '{quoted(title)}' ({key})" if title else f"conversation {key}"
     created_at = created_at or next((t.created_at for t in turns if t.created_at), None)
     if not title:
         title = f"Untitled conversation of {created_at:%Y-%m-%d}" if created_at else "Untitled conversation"

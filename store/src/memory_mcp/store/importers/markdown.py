@@ -69,7 +69,7 @@ def _export(text: str, file: File, builder: Builder) -> None:
         where = f"file {file.name}, memory ending on line {number}"
         try:
             exact = json.loads(line.strip()[len(MARKDOWN_NOTE) : -len("-->")])
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             builder.skip(where, "its comment is not the export's; not imported")
             continue
         if not isinstance(exact, Mapping) or not lines:
@@ -110,6 +110,9 @@ def _front_matter(text: str, where: str, builder: Builder) -> tuple[Mapping[str,
         meta = yaml.safe_load(found.group(1))
     except yaml.YAMLError:
         builder.skip(where, "front matter is not valid YAML; ignored")
+        return {}, body
+    except RecursionError:  # PyYAML composes nodes recursively
+        builder.skip(where, "front matter is nested too deeply to read; ignored")
         return {}, body
     return (meta if isinstance(meta, Mapping) else {}), body
 

@@ -80,6 +80,8 @@ def _items(bundle: Bundle, name: str, builder: Builder) -> list[Any]:
                 items.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 builder.skip(f"line {number}", f"not valid JSON ({exc.msg}); not imported")
+            except RecursionError:
+                builder.skip(f"line {number}", "nested too deeply to read; not imported")
         return items
     except RecursionError:
         raise ValidationError("file", f"{name} is nested too deeply to read") from None

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ValidationError
-from .base import Builder, Part, from_iso, short
+from .base import Builder, Part, from_iso, quoted
 from .bundle import Bundle
 
 EXTENSION = "memoryMcp"
@@ -82,7 +82,7 @@ def _entity(item: Mapping[str, Any], number: int, builder: Builder) -> None:
     if not isinstance(name, str) or not name.strip() or not isinstance(observations, list):
         builder.skip(f"line {number}", "an entity needs a name and a list of observations; not imported")
         return
-    where = f"entity '{short(name)}' (line {number})"
+    where = f"entity '{quoted(name)}' (line {number})"
     details = (
         item.get(EXTENSION, {}).get("observations") if isinstance(item.get(EXTENSION), Mapping) else None
     )
@@ -120,7 +120,7 @@ def _relation(item: Mapping[str, Any], number: int, builder: Builder) -> None:
     builder.memory(
         [str(number)],
         f"{source} {kind.replace('_', ' ')} {target}",
-        f"relation '{short(source, 30)} {kind} {short(target, 30)}' (line {number})",
+        f"relation '{quoted(source, 30)} {kind} {quoted(target, 30)}' (line {number})",
         category=RELATION_CATEGORY,
     )
 

@@ -1,0 +1,353 @@
+"""Hardening v4, through HTTP and the command line: forged and malformed tokens on every path that
+reads one, the refresh race, redirect URIs and metadata documents built to slip through, IPv6
+forms of private addresses, hostile imports, and reports that never quote a refused credential."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from memory_mcp.embedder.client import Embedder
+from memory_mcp.store import spaces
+from memory_mcp.store.access import Access
+from tests.cli_support import Admin
+from tests.factories import make_key, make_space, make_user
+from tests.server.conftest import RunningServer, run_server
+from tests.server.loopback_tls import Certificates, HttpsServer, make_certificates, serve_https
+from tests.server.oauth_flow import REDIRECT, Flow
+
+LIMIT = 4  # failed authentications per address before 429, for these servers
+MCP_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def token_of(header: Any, payload: Any, signature: bytes = b"\x00" * 64) -> str:
+    raw = [h if isinstance(h, bytes) else json.dumps(h).encode() for h in (header, payload)]
+    return ".".join([b64(raw[0]), b64(raw[1]), b64(signature)])
+
+
+def kid_of(token: str) -> str:
+    header = json.loads(base64.urlsafe_b64decode(token.split(".")[0] + "=="))
+    return str(header["kid"])
+
+
+@pytest.fixture
+async def strict(db_urls: tuple[str, str], embedder: Embedder) -> AsyncIterator[RunningServer]:
+    async with run_server(db_urls[0], embedder, auth_failure_limit=LIMIT) as running:
+        yield running
+
+
+async def signed_in(server: RunningServer, http: httpx2.AsyncClient) -> tuple[Flow, dict[str, Any]]:
+    space = await make_space(server.db)
+    key = await make_key(server.db, await make_user(server.db), {space: Access.READ_WRITE}, space)
+    flow = Flow(http)
+    await flow.register()
+    return flow, await flow.tokens(key)
+
+
+async def answers(http: httpx2.AsyncClient, token: str) -> list[int]:
+    """The status of ``token`` presented on ``/v1``, ``/mcp`` and ``/revoke``."""
+    bearer = {"Authorization": f"Bearer {token}"}
+    return [
+        (await http.get("/v1/whoami", headers=bearer)).status_code,
+        (
+            await http.post("/mcp", json=MCP_CALL, headers={**bearer, "Accept": "application/json"})
+        ).status_code,
+        (await http.post("/revoke", data={"token": token})).status_code,
+    ]
+
+
+async def test_forged_and_deeply_nested_tokens_are_refused_and_throttled_never_a_500(
+    strict: RunningServer,
+) -> None:
+    async with httpx2.AsyncClient(base_url=strict.base, timeout=30) as http:
+        flow, tokens = await signed_in(strict, http)
+        real = tokens["access_token"]
+        ours = {"alg": "EdDSA", "kid": kid_of(real), "typ": "at+jwt"}
+        claims = json.loads(base64.urlsafe_b64decode(real.split(".")[1] + "=="))
+        nested = b"[" * 1500 + b"]" * 1500
+        hostile = [
+            token_of(ours, claims),  # our kid, a signature that is not ours
+            token_of(ours, {**claims, "iss": "https://elsewhere.example/"}),
+            token_of(ours, b"not json"),
+            ".".join([b64(nested), b64(b"{}"), "sig"]),  # F11: 3 KB of nested header
+            ".".join([b64(b'{"kid":' + b"[" * 700 + b"]" * 700 + b"}"), b64(b"{}"), "sig"]),
+            token_of(ours, json.loads("[" * 200 + "]" * 200)),
+        ]
+        seen: list[int] = []
+        for token in hostile:
+            seen += await answers(http, token)
+        assert not [s for s in seen if s >= 500], seen
+        assert set(seen[:3]) <= {401, 200, 429}
+        # Each refusal counted: past the budget every path answers 429, /revoke's 200 included.
+        assert await answers(http, hostile[0]) == [429, 429, 429]
+        # The real token was neither revoked by the forgeries nor refused for them.
+        async with httpx2.AsyncClient(base_url=strict.base, timeout=30) as fresh:
+            who = await fresh.get("/v1/whoami", headers={"Authorization": f"Bearer {real}"})
+        assert who.status_code == 200, who.text
+        assert flow.client_id
+
+
+async def test_a_nested_header_is_refused_by_an_external_issuer_resource_server(
+    db_urls: tuple[str, str], embedder: Embedder
+) -> None:
+    nested = ".".join([b64(b"[" * 1000 + b"]" * 1000), b64(b"{}"), "sig"])
+    async with (
+        run_server(db_urls[0], embedder, oauth_issuer="https://issuer.invalid/") as server,
+        httpx2.AsyncClient(base_url=server.base, timeout=30) as http,
+    ):
+        answer = await http.get("/v1/whoami", headers={"Authorization": f"Bearer {nested}"})
+    assert answer.status_code == 401, answer.text
+
+
+async def test_two_refreshes_racing_with_one_token_revoke_the_grant(server: RunningServer) -> None:
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        flow, _ = await signed_in(server, http)
+        space = await make_space(server.db)
+        key = await make_key(server.db, await make_user(server.db), {space: Access.READ}, space)
+        for _ in range(6):
+            tokens = await flow.tokens(key)
+            first, second = await asyncio.gather(
+                flow.refresh(tokens["refresh_token"]), flow.refresh(tokens["refresh_token"])
+            )
+            codes = sorted([first.status_code, second.status_code])
+            assert codes in ([200, 400], [400, 400]), (first.text, second.text)
+            for answer in (first, second):
+                if answer.status_code == 400:
+                    assert answer.json()["error"] == "invalid_grant"
+            winner = first if first.status_code == 200 else second
+            if winner.status_code != 200:
+                continue
+            # The loser's refusal revoked the family: what the winner got is dead too.
+            later = await flow.refresh(winner.json()["refresh_token"])
+            assert later.status_code == 400, later.text
+            bearer = {"Authorization": f"Bearer {winner.json()['access_token']}"}
+            assert (await http.get("/v1/whoami", headers=bearer)).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "requested",
+    [
+        "http://127.0.0.1:5555/callback#frag",
+        "http://127.0.0.1:5555/callback#",
+        "http://evil@127.0.0.1:5555/callback",
+        "http://user:pw@127.0.0.1:5555/callback",
+        "http://127.0.0.1:5555/call\tback",
+        "http://127.0.0.1:5555/call\nback",
+        "http://127.0.0.1:5555/call\r\nSet-Cookie: a=b",
+        "http://127.0.0.1:5555/callback ",
+    ],
+)
+async def test_a_loopback_redirect_with_a_fragment_credentials_or_breaks_is_refused(
+    server: RunningServer, requested: str
+) -> None:
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        flow = Flow(http)
+        await flow.register()
+        answer = await http.get("/authorize", params=flow.authorize_params(redirect_uri=requested))
+        assert answer.status_code == 400, answer.text
+        assert "location" not in answer.headers
+        same = await http.get("/authorize", params=flow.authorize_params(redirect_uri=REDIRECT))
+        assert same.status_code == 200
+        registered = await http.post("/register", json={"client_name": "x", "redirect_uris": [requested]})
+        assert registered.status_code == 400 and registered.json()["error"] == "invalid_redirect_uri"
+
+
+async def test_client_registration_with_hostile_metadata_is_a_400(server: RunningServer) -> None:
+    bodies: list[Any] = [
+        {"redirect_uris": [REDIRECT], "grant_types": ["authorization_code", {"a": 1}]},
+        {"redirect_uris": [REDIRECT], "grant_types": [["authorization_code"]]},
+        {"redirect_uris": [REDIRECT], "response_types": [{}]},
+    ]
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        for body in bodies:
+            answer = await http.post("/register", json=body)
+            assert answer.status_code == 400, (body, answer.text)
+        nested = b'{"redirect_uris": ' + b"[" * 3000 + b"]" * 3000 + b"}"
+        answer = await http.post("/register", content=nested, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 400 and answer.json()["error"] == "invalid_client_metadata"
+
+
+@pytest.fixture
+def certificates(tmp_path: Path) -> Certificates:
+    return make_certificates(tmp_path)
+
+
+@pytest.fixture
+def documents(certificates: Certificates, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[HttpsServer]:
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificates.ca))
+    with serve_https(certificates) as https:
+        yield https
+
+
+async def test_a_deeply_nested_client_metadata_document_is_an_error_page(
+    db_urls: tuple[str, str], embedder: Embedder, documents: HttpsServer
+) -> None:
+    path = "/nested/client.json"
+    client_id = documents.base + path
+    documents.documents[path] = (
+        b'{"client_id": "' + client_id.encode() + b'", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    )
+    async with (
+        run_server(
+            db_urls[0], embedder, oauth_cimd_allow_loopback=True, oauth_cimd_max_bytes=65536
+        ) as server,
+        httpx2.AsyncClient(base_url=server.base, timeout=30) as http,
+    ):
+        answer = await http.get("/authorize", params=Flow(http, client_id=client_id).authorize_params())
+    assert answer.status_code == 400, answer.text
+    assert "is not JSON" in answer.text
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254 (cloud metadata)
+        "64:ff9b:1::a00:1",  # local-use NAT64
+        "2002:a00:1::1",  # 6to4 of 10.0.0.1
+        "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+        "::7f00:1",  # IPv4-compatible 127.0.0.1
+        "::a9fe:a9fe",  # IPv4-compatible 169.254.169.254
+    ],
+)
+async def test_ipv6_forms_that_carry_a_private_ipv4_address_are_refused(
+    server: RunningServer, address: str
+) -> None:
+    client_id = f"https://[{address}]/oauth/client.json"
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+        answer = await http.get("/authorize", params=Flow(http, client_id=client_id).authorize_params())
+    assert answer.status_code == 400
+    assert "points at a private or local address" in answer.text
+
+
+# --- imports ----------------------------------------------------------------------------------------
+
+GITHUB_TOKEN = "ghp_" + "R8vQ2kLx9TzW4mNp7YcB3dHf6JsA1gEu5oKi"  # fake, shaped like one
+
+
+async def curator_of(server: RunningServer, space: str) -> str:
+    await make_space(server.db, space)
+    return await make_key(server.db, await make_user(server.db), {space: "Curate"}, space)
+
+
+async def post_import(
+    server: RunningServer, key: str, space: str, fmt: str, name: str, content: bytes
+) -> httpx2.Response:
+    async with httpx2.AsyncClient(base_url=server.base, timeout=300) as http:
+        return await http.post(
+            f"/v1/spaces/{space}/import",
+            params={"from": fmt},
+            files={"file": (name, content)},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+
+def chatgpt_export(title: str) -> bytes:
+    message = {
+        "id": "m1",
+        "message": {
+            "author": {"role": "user"},
+            "content": {"content_type": "text", "parts": [f"the deploy key is {GITHUB_TOKEN} keep it"]},
+            "create_time": 1_700_000_000,
+        },
+        "parent": None,
+        "children": [],
+    }
+    return json.dumps(
+        [{"title": title, "id": "c1", "mapping": {"m1": message}, "current_node": "m1"}]
+    ).encode()
+
+
+def memory_json_export() -> bytes:
+    entity = {"type": "entity", "name": f"token {GITHUB_TOKEN}", "entityType": "note", "observations": ["x"]}
+    relation = {"type": "relation", "from": GITHUB_TOKEN, "relationType": "owns", "to": "the repo"}
+    return (json.dumps(entity) + "\n" + json.dumps(relation) + "\n").encode()
+
+
+async def test_an_import_report_never_quotes_the_credential_it_refused(
+    server: RunningServer, db_urls: tuple[str, str], tmp_path: Path
+) -> None:
+    key = await curator_of(server, "quoted")
+    exports = {
+        "chatgpt": ("conversations.json", chatgpt_export(f"Deploy with {GITHUB_TOKEN} tonight")),
+        "memory-json": ("memory.json", memory_json_export()),
+    }
+    admin = Admin(db_urls[1])
+    for fmt, (name, content) in exports.items():
+        answer = await post_import(server, key, "quoted", fmt, name, content)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["skipped"], answer.text
+        assert GITHUB_TOKEN not in answer.text and GITHUB_TOKEN[:20] not in answer.text
+        assert any("looks like a GitHub token" in s for s in answer.json()["skipped"])
+        source = tmp_path / name
+        source.write_bytes(content)
+        dry = admin.ok("import", "--from", fmt, str(source), "--space", "quoted", "--dry-run")
+        assert "would skip" in dry.stdout + dry.stderr
+        assert GITHUB_TOKEN[:20] not in dry.stdout + dry.stderr
+
+
+async def test_markdown_with_deeply_nested_front_matter_or_export_comments_is_skipped_not_a_500(
+    server: RunningServer,
+) -> None:
+    key = await curator_of(server, "notes")
+    front = (
+        b"---\ntitle: Deep\nx: "
+        + b"[" * 3000
+        + b"]" * 3000
+        + b"\n---\nThe greenhouse vents open at 24 degrees.\n"
+    )
+    answer = await post_import(server, key, "notes", "markdown", "deep.md", front)
+    assert answer.status_code == 200, answer.text
+    assert any("front matter is nested too deeply" in s for s in answer.json()["skipped"])
+    assert answer.json()["documents"] == 1
+    comment = (
+        b"# Space notes\n\n- The boiler is serviced every September.\n  <!-- memory-mcp "
+        + b"[" * 3000
+        + b"]" * 3000
+        + b" -->\n"
+    )
+    answer = await post_import(server, key, "notes", "markdown", "export.md", comment)
+    assert answer.status_code == 200, answer.text
+    assert any("its comment is not the export's" in s for s in answer.json()["skipped"])
+
+
+async def test_two_imports_of_one_file_at_once_never_duplicate_or_fail_with_a_500(
+    server: RunningServer,
+) -> None:
+    key = await curator_of(server, "twice")
+    lines = [
+        json.dumps(
+            {
+                "type": "memory",
+                "id": f"m{i}",
+                "content": f"Fact {i}: crate {i} on the east dock holds {secrets.token_hex(3)} spare parts.",
+                "createdAt": "2024-05-01T10:00:00+00:00",
+            }
+        )
+        for i in range(40)
+    ]
+    content = ("\n".join(lines) + "\n").encode()
+    answers = await asyncio.gather(
+        *(post_import(server, key, "twice", "jsonl", "export.jsonl", content) for _ in range(2))
+    )
+    for answer in answers:
+        assert answer.status_code in (200, 409), answer.text
+        if answer.status_code == 409:
+            assert "another import into space 'twice'" in answer.json()["message"]
+    assert await spaces.space_counts(server.db, "twice") == (40, 0)
+    again = await post_import(server, key, "twice", "jsonl", "export.jsonl", content)
+    assert again.status_code == 200 and again.json()["imported"] == 0
+
