@@ -82,20 +82,20 @@ async def _check(
         client = await resolve_client(service.db, service.settings, params.get("client_id", ""))
     except ClientRefused as exc:
         metrics.OAUTH_ERRORS.labels(endpoint="authorize", error="invalid_client").inc()
-        return error_page(str(exc))
+        return error_page(str(exc), exc.kind)
     requested = params.get("redirect_uri")
     if requested is None:
         if len(client.redirect_uris) != 1:
-            return error_page("redirect_uri is required: this app has several")
+            return error_page("redirect_uri is required: this app has several", "redirect_missing")
         requested = client.redirect_uris[0]
     if "redirect_uri" in repeated or not any(
         oauth.redirect_matches(r, requested) for r in client.redirect_uris
     ):
         metrics.OAUTH_ERRORS.labels(endpoint="authorize", error="invalid_redirect_uri").inc()
-        return error_page("redirect_uri is not one this app registered")
+        return error_page("redirect_uri is not one this app registered", "redirect_unknown")
     state = params.get("state")
     if state is not None and (len(state) > MAX_STATE or validation.text_problem(state)):
-        return error_page(f"state must be text of at most {MAX_STATE} characters")
+        return error_page(f"state must be text of at most {MAX_STATE} characters", "bad_request")
     checked = Checked(client, requested, state, {name: params.get(name) for name in FIELDS})
     if repeated:
         return _refuse(checked, resource, "invalid_request", f"{sorted(repeated)[0]} is given more than once")
@@ -141,7 +141,7 @@ async def _form(request: Request) -> FormData | None:
         return None
 
 
-_STALE = "this page has expired or came from another site: start again from your app"
+_STALE = "this page has expired or came from another site"
 
 
 def build_router(service: MemoryService) -> APIRouter:
@@ -167,9 +167,9 @@ def build_router(service: MemoryService) -> APIRouter:
     async def sign_in(request: Request) -> Response:
         form = await _form(request)
         if form is None:
-            return error_page("the form could not be read")
+            return error_page("the form could not be read", "bad_request")
         if not _same_site(request, form):
-            return error_page(_STALE, 403)
+            return error_page(_STALE, "stale", 403)
         resource = Resource.of(request.scope, settings)
         items = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
         checked = await _check(service, dict(items), _repeated(items), resource)
@@ -193,9 +193,11 @@ def build_router(service: MemoryService) -> APIRouter:
                 error="That API key is not valid, or has expired or been revoked.",
             )
         except RateLimited as exc:
-            return error_page(f"too many requests with this key: retry in {exc.retry_after} s", 429)
+            return error_page(
+                f"too many requests with this key: retry in {exc.retry_after} s", "rate_limited", 429
+            )
         if not caller.grants:
-            return error_page("this key grants no space, so there is nothing to share")
+            return error_page("this key grants no space, so there is nothing to share", "no_grants")
         handle = await oauth.begin_sign_in(
             service.db,
             caller,
@@ -215,17 +217,18 @@ def build_router(service: MemoryService) -> APIRouter:
     async def consent(request: Request) -> Response:
         form = await _form(request)
         if form is None:
-            return error_page("the form could not be read")
+            return error_page("the form could not be read", "bad_request")
         if not _same_site(request, form):
-            return error_page(_STALE, 403)
+            return error_page(_STALE, "stale", 403)
+        expired = f"this sign-in has expired (it lasts {settings.oauth_sign_in_ttl_s // 60} minutes)"
         handle = form.get("sign_in")
         found = await oauth.get_sign_in(service.db, handle) if isinstance(handle, str) and handle else None
         if found is None or not isinstance(handle, str):
-            return error_page("this sign-in has expired: start again from your app")
+            return error_page(expired, "expired")
         try:
             client = await resolve_client(service.db, settings, found.client_id)
         except ClientRefused as exc:
-            return error_page(str(exc))
+            return error_page(str(exc), exc.kind)
         resource = Resource.of(request.scope, settings)
         checked = Checked(client, found.redirect_uri, found.state, {})
         if form.get("decision") != "allow":
@@ -235,26 +238,32 @@ def build_router(service: MemoryService) -> APIRouter:
         try:
             caller = await caller_for_key(service.db, found.key_id)
         except AuthenticationFailed:
-            return error_page("the key used to sign in is no longer valid")
+            return error_page("the key used to sign in is no longer valid", "key_gone")
         chosen = [v for v in form.getlist("space") if isinstance(v, str)]
         granted = {g.space.key for g in caller.grants}
         if not chosen or not set(chosen) <= granted:
+            # Shown again as the person left it: what they unticked stays unticked.
             return consent_page(
                 client.client_name,
                 urlsplit(found.redirect_uri).netloc,
                 caller.grants,
                 handle,
                 str(form[CSRF_FIELD]),
-                error="Choose at least one space (or Deny).",
+                chosen=set(chosen) & granted,
+                error=(
+                    "Nothing is granted yet: tick at least one space for the app, or press Deny."
+                    if not chosen
+                    else "A space you chose is no longer one this key grants: check the list again."
+                ),
             )
         if await oauth.end_sign_in(service.db, handle) is None:
-            return error_page("this sign-in has expired: start again from your app")
+            return error_page(expired, "expired")
         try:
             code = await oauth.grant_consent(
                 service.db, found, chosen, settings.oauth_code_ttl_s, client.client_name
             )
         except (oauth.OAuthError, AuthenticationFailed):
-            return error_page("the key used to sign in no longer grants these spaces")
+            return error_page("the key used to sign in no longer grants these spaces", "key_gone")
         metrics.OAUTH_EVENTS.labels(event="consent").inc()
         return _redirect(
             found.redirect_uri, {"code": code, "state": found.state, "iss": resource.issuer}, 303

@@ -17,7 +17,7 @@ import logging
 import socket
 import ssl
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
 import httpx2
@@ -30,8 +30,18 @@ from memory_mcp.store.db import Database
 log = logging.getLogger(__name__)
 
 
+# What went wrong, for the advice the error page adds to the message (oauth_pages.NEXT_STEPS):
+# the id names nothing here, an administrator revoked it, the id is not a usable URL, its metadata
+# could not be fetched, it points at a private address, or its document does not fit.
+Refusal = Literal["unknown", "revoked", "malformed", "unreachable", "private", "document"]
+
+
 class ClientRefused(Exception):
     """The client id names no usable client; the message says why, for the error page."""
+
+    def __init__(self, message: str, kind: Refusal = "document") -> None:
+        super().__init__(message)
+        self.kind: Refusal = kind
 
 
 def is_metadata_url(client_id: str) -> bool:
@@ -41,13 +51,13 @@ def is_metadata_url(client_id: str) -> bool:
 async def resolve_client(db: Database, settings: Settings, client_id: str) -> oauth.OAuthClient:
     """The live client ``client_id`` names, or :class:`ClientRefused`."""
     if not client_id or len(client_id) > oauth.MAX_URI or validation.text_problem(client_id):
-        raise ClientRefused("client_id is missing, too long or not text")
+        raise ClientRefused("client_id is missing, too long or not text", "malformed")
     client = await oauth.get_client(db, client_id)
     if client is not None and client.revoked_at is not None:
-        raise ClientRefused("this app's access to Memory-MCP has been revoked")
+        raise ClientRefused("this app's access to Memory-MCP has been revoked", "revoked")
     if not is_metadata_url(client_id):
         if client is None:
-            raise ClientRefused("unknown client_id")
+            raise ClientRefused("unknown client_id", "unknown")
         return client
     age = (datetime.now(UTC) - client.fetched_at).total_seconds() if client is not None else None
     if client is not None and age is not None and age < settings.oauth_cimd_cache_s:
@@ -139,26 +149,26 @@ async def fetch_document(
     try:
         port = parts.port or 443
     except ValueError:
-        raise ClientRefused("client_id is not a valid URL") from None
+        raise ClientRefused("client_id is not a valid URL", "malformed") from None
     host = parts.hostname
     if parts.scheme != "https" or not host or parts.username or parts.password or parts.fragment:
-        raise ClientRefused(f"{what} URL must be https, without credentials or fragment")
+        raise ClientRefused(f"{what} URL must be https, without credentials or fragment", "malformed")
     if parts.path in ("", "/"):
-        raise ClientRefused(f"{what} URL must have a path")
+        raise ClientRefused(f"{what} URL must have a path", "malformed")
     try:
         async with asyncio.timeout(settings.oauth_cimd_timeout_s):
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, TimeoutError):
-        raise ClientRefused(f"{what} host does not resolve") from None
+        raise ClientRefused(f"{what} host does not resolve", "unreachable") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses or any(_address_refused(a, loopback) for a in addresses):
         metrics.OAUTH_EVENTS.labels(event="cimd_refused_address").inc()
-        raise ClientRefused(f"{what} URL points at a private or local address")
+        raise ClientRefused(f"{what} URL points at a private or local address", "private")
     try:
         async with asyncio.timeout(settings.oauth_cimd_timeout_s):
             body = await _first_answer(parts.netloc, host, port, parts, addresses, limit, what)
     except TimeoutError:
-        raise ClientRefused(f"{what} URL did not answer in time") from None
+        raise ClientRefused(f"{what} URL did not answer in time", "unreachable") from None
     try:
         return json.loads(bytes(body))
     except (ValueError, RecursionError):  # nested past what the parser takes: no metadata of a client
@@ -185,7 +195,7 @@ async def _first_answer(
                     extensions={"sni_hostname": host},
                 ) as response:
                     if response.status_code != 200:
-                        raise ClientRefused(f"{what} URL answered {response.status_code}")
+                        raise ClientRefused(f"{what} URL answered {response.status_code}", "unreachable")
                     declared = response.headers.get("content-length", "")
                     if declared.isdigit() and int(declared) > limit:
                         raise ClientRefused(f"{what} document is over {limit} bytes")
@@ -201,4 +211,4 @@ async def _first_answer(
                 failure = exc
                 break
     log.warning("fetching %s failed: %s", what, failure.__class__.__name__)
-    raise ClientRefused(f"{what} URL could not be fetched over verified https")
+    raise ClientRefused(f"{what} URL could not be fetched over verified https", "unreachable")
