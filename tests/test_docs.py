@@ -15,13 +15,15 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
 
 from memory_mcp.cli import app
-from memory_mcp.core import limits
+from memory_mcp.core import limits, settings_reference
 from memory_mcp.core.logs import TextFormatter
+from memory_mcp.core.settings import Settings
 from memory_mcp.store import validation
 from tests.server.conftest import free_port
 
@@ -144,3 +146,31 @@ def test_every_command_of_the_readme_quick_start_runs(tmp_path: Path) -> None:
     assert "imported 4 memories and 3 documents into 'notes'" in err
     assert "## chatgpt" in (tmp_path / "notes.md").read_text()
     assert re.search(r"^mmk_[0-9a-f]{10}_\S+$", out, re.MULTILINE)  # the new key, on stdout
+
+
+def test_the_settings_reference_is_written_from_the_settings() -> None:
+    page = (ROOT / "docs" / "settings.md").read_text()
+    assert settings_reference.reference() in page, (
+        "run: python -m memory_mcp.core.settings_reference docs/settings.md"
+    )
+    assert set(settings_reference.described()) == set(Settings.model_fields)
+    table = page[page.index(settings_reference.BEGIN) :]
+    variables = re.findall(r"^\| `(MEMORY_MCP_[A-Z0-9_]+)` \|", table, re.MULTILINE)
+    assert sorted(variables) == sorted(f"MEMORY_MCP_{name.upper()}" for name in Settings.model_fields)
+    assert "| `MEMORY_MCP_PORT` | `8765` | a whole number, at least 1, at most 65535 |" in table
+    assert "| `MEMORY_MCP_MAX_BODY_BYTES` | `1048576` (1 MiB) |" in table
+
+
+def test_a_variable_of_the_settings_reference_sets_its_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_MCP_OAUTH_REDIRECT_HOSTS", '["claude.ai", "chatgpt.com"]')  # as the page says
+    monkeypatch.setenv("MEMORY_MCP_PROFILE_TOKEN_BUDGET", "400")
+    settings = Settings()
+    assert settings.oauth_redirect_hosts == ["claude.ai", "chatgpt.com"]
+    assert settings.profile_token_budget == 400
+
+
+def test_the_readme_lists_every_page_of_the_docs() -> None:
+    listed = section((ROOT / "README.md").read_text(), "Documentation")
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert "settings.md" in pages and "administration.md" in pages
+    assert [p for p in pages if f"(docs/{p})" not in listed] == []
