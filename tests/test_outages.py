@@ -3,6 +3,7 @@ that goes away and comes back. Real processes, real HTTP, real signals."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -17,6 +18,12 @@ import pytest
 
 from memory_mcp.core.database import PreparedDatabase, prepare_database
 from memory_mcp.core.settings import Settings
+from memory_mcp.embedder.client import Embedder
+from memory_mcp.store.access import Access
+from tests.factories import make_key, make_space, make_user
+from tests.server.conftest import run_server
+from tests.server.oauth_flow import Flow
+from tests.server.test_oidc import Issuer, certificates, issuer  # noqa: F401 - fixtures
 from tests.test_cli_serve import Served, postgres_running
 
 RECOVERY_DEADLINE_S = 120
@@ -190,3 +197,95 @@ def test_pool_recovers_when_an_external_database_comes_back(
         log = stop_and_read_log(served)
     assert_outage_seen_and_survived(outage)
     assert_outage_logged_once(log)
+
+
+# --- auth outages never sign anyone out -----------------------------------------------------------
+# A 401 with error="invalid_token" tells a client its credential is dead: it drops it and signs its
+# person out. While what judges a credential is away, the answer is 503 with Retry-After instead.
+
+
+def _oauth_token(base: str, key: str) -> str:
+    async def sign_in() -> str:
+        async with httpx2.AsyncClient(base_url=base, timeout=60) as http:
+            flow = Flow(http)
+            await flow.register()
+            tokens = await flow.tokens(key)
+        token: str = tokens["access_token"]
+        return token
+
+    return asyncio.run(sign_in())
+
+
+def assert_retry_later(answer: httpx2.Response) -> None:
+    """503, Retry-After, and nothing that would make a client drop its credential."""
+    assert answer.status_code == 503, answer.text
+    assert int(answer.headers["Retry-After"]) > 0
+    assert "www-authenticate" not in answer.headers
+    assert "invalid_token" not in answer.text
+
+
+def test_an_oauth_access_token_is_answered_503_while_the_database_is_down_and_works_after(
+    data_dir: Path, external: PreparedDatabase
+) -> None:
+    assert external.embedded is not None
+    served = Served(data_dir, MEMORY_MCP_DATABASE_URL=external.app_url)
+    try:
+        key = (data_dir / "bootstrap-key").read_text().strip()
+        token = _oauth_token(served.base, key)
+        bearer = {"Authorization": f"Bearer {token}"}
+        with httpx2.Client(base_url=served.base, timeout=30) as http:
+            assert http.post("/mcp", json=TOOLS_LIST, headers={**bearer, **MCP_HEADERS}).status_code == 200
+            external.embedded.stop()
+            for _ in range(3):
+                assert_retry_later(http.post("/mcp", json=TOOLS_LIST, headers={**bearer, **MCP_HEADERS}))
+                rest = http.get("/v1/memories", headers=bearer)
+                assert_retry_later(rest)
+                assert UNAVAILABLE.items() <= rest.json().items()
+            external.embedded.start()
+            deadline = time.monotonic() + RECOVERY_DEADLINE_S
+            while (answer := http.get("/v1/memories", headers=bearer)).status_code == 503:
+                assert time.monotonic() < deadline, "no recovery"
+                time.sleep(0.2)
+            assert answer.status_code == 200, answer.text  # the same token, never dropped
+            assert http.post("/mcp", json=TOOLS_LIST, headers={**bearer, **MCP_HEADERS}).status_code == 200
+    finally:
+        stop_and_read_log(served)
+
+
+async def test_a_provider_token_is_answered_503_while_the_providers_keys_are_out_of_reach(
+    db_urls: tuple[str, str],
+    embedder: Embedder,
+    issuer: Issuer,  # noqa: F811 - the fixture imported above
+) -> None:
+    async with run_server(
+        db_urls[0],
+        embedder,
+        oauth_issuer=issuer.url,
+        oauth_issuer_allow_loopback=True,
+        oauth_issuer_refetch_s=2,
+    ) as server:
+        await make_space(server.db, "notes")
+        await make_key(server.db, await make_user(server.db, "ada"), {"notes": Access.READ}, "notes")
+        token = issuer.token(server.mcp_url, email="ada@example.com")
+        async with httpx2.AsyncClient(base_url=server.base, timeout=30) as http:
+
+            async def tools_list(credential: str) -> httpx2.Response:
+                headers = {**MCP_HEADERS, "Authorization": f"Bearer {credential}"}
+                return await http.post("/mcp", json=TOOLS_LIST, headers=headers)
+
+            assert (await tools_list(token)).status_code == 200
+            # The provider goes away and rotates its key meanwhile: a token of the new key cannot be
+            # checked (the old key set lacks it and the provider is not there to ask).
+            issuer.publish("k2")
+            published = dict(issuer.https.documents)
+            rotated = issuer.token(server.mcp_url, kid="k2", email="ada@example.com")
+            issuer.https.documents.clear()
+            await asyncio.sleep(2)  # a key id the keys lack is asked for at most every refetch_s
+            refused = await tools_list(rotated)
+            assert_retry_later(refused)
+            assert int(refused.headers["Retry-After"]) <= 2  # when the provider is asked again
+            assert (await tools_list(token)).status_code == 200  # a key still held keeps working
+            # Back with the new key: after the wait, the same token is taken.
+            issuer.https.documents.update(published)
+            await asyncio.sleep(int(refused.headers["Retry-After"]))
+            assert (await tools_list(rotated)).status_code == 200

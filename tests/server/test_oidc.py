@@ -241,15 +241,17 @@ async def test_a_key_rotated_at_the_provider_is_fetched_and_the_built_in_server_
         )
 
 
-async def test_a_provider_out_of_reach_refuses_its_tokens_not_the_keys_and_is_not_asked_each_time(
+async def test_a_provider_out_of_reach_defers_its_tokens_not_the_keys_and_is_not_asked_each_time(
     db_urls: tuple[str, str], embedder: Embedder, issuer: Issuer
 ) -> None:
+    # A token that cannot be checked is answered 503 (tests/test_outages.py), not 401: a 401 would
+    # make the client drop it and sign its person out.
     async with run_server(db_urls[0], embedder, oauth_issuer=issuer.url) as guarded:
         await make_space(guarded.db, "notes")
         key = await make_key(guarded.db, await make_user(guarded.db, "ada"), {"notes": Access.READ}, "notes")
         token = issuer.token(guarded.mcp_url, email="ada@example.com")
         # Without the loopback setting, an issuer on a loopback address is never connected to.
-        assert (await _status(guarded, token))[0] == 401 and issuer.https.requests == []
+        assert (await _status(guarded, token)) == (503, "") and issuer.https.requests == []
         assert (await _status(guarded, key))[0] == 200
     discovery = REALM + "/.well-known/openid-configuration"
     published = issuer.https.documents.pop(discovery)
@@ -257,6 +259,6 @@ async def test_a_provider_out_of_reach_refuses_its_tokens_not_the_keys_and_is_no
         db_urls[0], embedder, oauth_issuer=issuer.url, oauth_issuer_allow_loopback=True
     ) as server:
         token = issuer.token(server.mcp_url, email="ada@example.com")
-        assert [(await _status(server, token))[0] for _ in range(3)] == [401] * 3
+        assert [await _status(server, token) for _ in range(3)] == [(503, "")] * 3
         assert issuer.https.requests == [discovery]  # one failed fetch, then a wait
     issuer.https.documents[discovery] = published

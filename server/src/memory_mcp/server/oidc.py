@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import jwt
 from memory_mcp.core.settings import Settings
 from memory_mcp.store import identity, oauth
 from memory_mcp.store.db import Database
-from memory_mcp.store.errors import AuthenticationFailed
+from memory_mcp.store.errors import AuthenticationFailed, IssuerUnavailable
 from memory_mcp.store.models import Caller
 
 from .oauth_cimd import ClientRefused, fetch_document
@@ -68,7 +69,9 @@ class IssuerKeys:
         Fetched when the keys are stale (but not again within ``oauth_issuer_refetch_s`` of a
         failed fetch: a provider that is down is not asked on every request), or when ``kid`` is
         unknown and the last fetch is at least ``oauth_issuer_refetch_s`` old. Stale keys are never
-        used: a provider that cannot be reached means no token is taken (API keys still are).
+        used. While the provider cannot be reached, a token it signed can be judged neither way:
+        :class:`IssuerUnavailable` (503, retry), never a refusal, which tells clients to drop the
+        credential and sign the person out (API keys still work meanwhile).
         """
         current = self._set
         if current is not None and kid in current.keys and self._fresh(time.monotonic()):
@@ -92,8 +95,17 @@ class IssuerKeys:
                     self._failed_at = time.monotonic()
                     log.warning("the OpenID provider's keys could not be fetched: %s", exc)
             if self._set is None or not self._fresh(time.monotonic()):
-                return None
-            return self._set.keys.get(kid)
+                raise self._unavailable()
+            found = self._set.keys.get(kid)
+            if found is None and self._failed_at is not None:
+                raise self._unavailable()  # a key rotated at the provider, or a forgery: ask it again
+            return found
+
+    def _unavailable(self) -> IssuerUnavailable:
+        """The outage, with the seconds until the provider may be asked again."""
+        assert self._failed_at is not None
+        wait = self.settings.oauth_issuer_refetch_s - (time.monotonic() - self._failed_at)
+        return IssuerUnavailable(retry_after=max(1, math.ceil(wait)))
 
     async def _fetch(self) -> dict[str, dict[str, Any]]:
         settings = self.settings

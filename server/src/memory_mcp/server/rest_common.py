@@ -25,6 +25,7 @@ from memory_mcp.store.errors import (
     Conflict,
     DatabaseSetupError,
     DatabaseUnavailable,
+    IssuerUnavailable,
     NotFound,
     QuotaExceeded,
     RateLimited,
@@ -51,6 +52,7 @@ STATUS: list[tuple[type[StoreError], int]] = [
     (RateLimited, 429),
     (Conflict, 409),
     (DatabaseUnavailable, 503),
+    (IssuerUnavailable, 503),
     (DatabaseSetupError, 503),
 ]
 
@@ -102,7 +104,7 @@ def error_response(exc: StoreError) -> ErrorResponse:
     headers = {"WWW-Authenticate": 'Bearer realm="memory-mcp"'} if status == 401 else None
     if status == 503:
         headers = {"Retry-After": "1"}
-    if isinstance(exc, RateLimited):
+    if isinstance(exc, (RateLimited, IssuerUnavailable)):
         headers = {"Retry-After": str(exc.retry_after)}
     field = exc.field if isinstance(exc, (ValidationError, SecretRefused)) else None
     return ErrorResponse(status, str(exc), error=exc.__class__.__name__, field=field, headers=headers)

@@ -81,6 +81,20 @@ class DatabaseUnavailable(StoreError):
         super().__init__("database unavailable, retry")
 
 
+class IssuerUnavailable(StoreError):
+    """The OpenID provider that issues this server's tokens cannot be reached, and no fresh copy of
+    its keys is held, so a token it signed can be judged neither way.
+
+    Transient like :class:`DatabaseUnavailable` (503), with ``retry_after``: the seconds until the
+    provider is asked again. Never an authentication failure, which tells a client to drop the
+    credential and sign its person out.
+    """
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__("the token issuer's keys are unavailable, retry")
+        self.retry_after = retry_after
+
+
 class DatabaseSetupError(StoreError):
     """The database cannot serve Memory-MCP as configured; the message names the fix."""
 
