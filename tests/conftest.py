@@ -24,6 +24,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # The static model is distilled once per machine, not once per test's data dir (checksummed: a
 # stale or damaged cache is distilled again). The precision probe has tests of its own.
 os.environ.setdefault("MEMORY_MCP_STATIC_EMBEDDING_DIR", str(Path.home() / ".cache" / "memory-mcp-tests"))
+# The machine's cache (precision verdicts, tables) of the tests' own, never the user's.
+os.environ.setdefault("MEMORY_MCP_CACHE_DIR", str(Path.home() / ".cache" / "memory-mcp-tests"))
 os.environ.setdefault("MEMORY_MCP_EMBEDDING_PRECISION", "fp32")
 
 TEMPLATE = "mm_template"

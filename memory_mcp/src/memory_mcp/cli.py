@@ -60,7 +60,7 @@ def serve(
     from memory_mcp.core.database import prepare_database
     from memory_mcp.core.logs import configure_logging
     from memory_mcp.server.app import create_app
-    from memory_mcp.serving import ReadyServer, port_problem, print_ready
+    from memory_mcp.serving import ReadyServer, exit_on_sigterm, port_problem, print_ready
     from memory_mcp.store.errors import DatabaseSetupError
 
     settings = load_settings(
@@ -72,6 +72,7 @@ def serve(
         log_format=log_format,
     )
     configure_logging(settings.log_level, settings.log_format)
+    exit_on_sigterm()
     try:
         tracing.setup("memory-mcp-server")
     except tracing.TracingNotInstalled as exc:
@@ -202,7 +203,7 @@ async def _backfill(settings: Settings, db: Any, reembed: bool, batch_size: int)
                 lambda n: progress.advance(task, n),
                 BulkPolicy.from_settings(settings),
             )
-        static = await static_model_for(settings)
+        static = await static_model_for(settings, say=lambda note: console.print(note, highlight=False))
         if static is None:
             return done, 0
         total = await memories.count_missing_embeddings(db, "static_embedding")

@@ -3,9 +3,11 @@ lines (with the real port, and what to paste into a shell and a client) once it 
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from rich.console import Console
@@ -28,6 +30,18 @@ def port_problem(host: str, port: int) -> str | None:
         except OSError as exc:
             return "the port is already in use" if exc.errno == 98 else (exc.strerror or str(exc))
     return None
+
+
+def exit_on_sigterm() -> None:
+    """From now on SIGTERM ends ``serve`` as Ctrl-C does: by an exception, so that what start-up
+    began (the embedded PostgreSQL) is stopped on the way out. Python's default ends the process on
+    the spot and left PostgreSQL running. uvicorn takes the signal over while it serves, and raises
+    it again once it has shut down: this handler then ends the process (exit status 143)."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 class ReadyServer(uvicorn.Server):

@@ -277,12 +277,12 @@ async def _import(
 
 
 async def _static_model(settings: Settings) -> StaticModel | None:
-    """The static model for the import's third-signal vectors; without it (turned off, or it cannot
-    be distilled here) they are left to the server's backfill."""
+    """The static model for the import's third-signal vectors; without it (turned off, or not made
+    on this machine yet: an import never waits for a distillation) they are left to the backfill."""
     from memory_mcp.embedder.static import StaticModelUnavailable, static_model_for
 
     try:
-        return await static_model_for(settings)
+        return await static_model_for(settings, build=False)
     except StaticModelUnavailable as exc:
         console.print(f"[yellow]static vectors left to the backfill:[/yellow] {exc}", highlight=False)
         return None

