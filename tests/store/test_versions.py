@@ -40,7 +40,10 @@ async def test_a_close_restatement_supersedes_and_a_look_alike_fact_does_not(
     restated = await save(db, ctx, embedder, "the VPN gateway for contractors is vpn2.example.com")
     assert restated.created and restated.superseded is not None and restated.superseded.id == first.id
     assert restated.memory.version == 2 and restated.memory.supersedes_id == first.id
-    again = await save(db, ctx, embedder, "The VPN gateway for contractors is vpn2.example.com")
+    # Only letter case and spacing apart: the same text, so the live memory, not a version.
+    same = await save(db, ctx, embedder, "The VPN gateway for contractors is  vpn2.example.com")
+    assert not same.created and same.memory.id == restated.memory.id
+    again = await save(db, ctx, embedder, "The VPN gateway for contractors is: vpn2.example.com")
     assert again.superseded is not None and again.superseded.id == restated.memory.id
     assert again.memory.version == 3
 

@@ -133,11 +133,20 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
                 max_length=validation.MAX_MEMORY_ID,
             ),
         ] = None,
+        idempotencyKey: Annotated[
+            str | None,
+            Field(
+                description="Any unique string: a retry with it returns the first save, nothing stored twice",
+                max_length=validation.MAX_IDEMPOTENCY_KEY,
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, AddOut]:
         return await call(
             "add_memory",
             service,
-            lambda c: service.add(c, content, action, category, containerTag, memoryId),
+            lambda c: service.add(
+                c, content, action, category, containerTag, memoryId, idempotency_key=idempotencyKey
+            ),
             render.add,
         )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel, Field, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -61,6 +61,14 @@ class SaveIn(BaseModel):
             max_length=validation.MAX_MEMORY_ID,
         ),
         Storable,
+    ] = None
+    idempotencyKey: Annotated[
+        str | None,
+        Field(
+            description="A retry with the same key (same API key, 24 hours) returns the first save's "
+            "result and stores nothing; the `Idempotency-Key` header does the same",
+            max_length=validation.MAX_IDEMPOTENCY_KEY,
+        ),
     ] = None
 
 
@@ -139,7 +147,13 @@ def build_router(service: MemoryService) -> APIRouter:
         return await service.list_memories(c, page, limit, containerTag, status)
 
     @router.post("/memories", response_model=AddOut, response_model_exclude_none=True)
-    async def save(body: SaveIn, c: Auth) -> AddOut:
+    async def save(
+        body: SaveIn,
+        c: Auth,
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", max_length=validation.MAX_IDEMPOTENCY_KEY)
+        ] = None,
+    ) -> AddOut:
         """Save a memory.
 
         Exact duplicates return the existing memory; a restatement of a memory, or content given with
@@ -147,7 +161,15 @@ def build_router(service: MemoryService) -> APIRouter:
         Content over 2,000 characters becomes one document of several memories. Content carrying a
         credential is refused (422) before anything is stored.
         """
-        return await service.add(c, body.content, "save", body.category, body.containerTag, body.memoryId)
+        return await service.add(
+            c,
+            body.content,
+            "save",
+            body.category,
+            body.containerTag,
+            body.memoryId,
+            idempotency_key=body.idempotencyKey or idempotency_key,
+        )
 
     @router.post("/memories/forget", response_model=AddOut, response_model_exclude_none=True)
     async def forget(body: ForgetIn, c: Auth) -> AddOut:

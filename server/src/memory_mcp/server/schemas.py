@@ -161,20 +161,23 @@ class SearchOut(Out):
     profile: ProfileOut | None = None
 
 
+AddStatus = Literal[
+    "saved",
+    "already_exists",
+    "updated",
+    "forgotten",
+    "already_forgotten",
+    "not_found",
+    "ambiguous",
+    "proposed",
+    "already_proposed",
+    "forget_proposed",
+]
+
+
 class AddOut(Out):
     action: Literal["save", "forget"]
-    status: Literal[
-        "saved",
-        "already_exists",
-        "updated",
-        "forgotten",
-        "already_forgotten",
-        "not_found",
-        "ambiguous",
-        "proposed",
-        "already_proposed",
-        "forget_proposed",
-    ]
+    status: AddStatus
     space: str
     message: str
     memory: MemoryOut | None = None
@@ -183,6 +186,9 @@ class AddOut(Out):
     embedded: bool | None = None
     document: DocumentOut | None = Field(
         default=None, description="Long content: the document it became (its memories: memoryCount)"
+    )
+    replayed: bool | None = Field(
+        default=None, description="True: a repeat of an idempotencyKey; the first save's result"
     )
 
 

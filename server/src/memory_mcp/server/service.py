@@ -30,7 +30,7 @@ from memory_mcp.store import (
 )
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import RateLimited, SecretRefused, ValidationError
-from memory_mcp.store.models import Caller, SpaceContext
+from memory_mcp.store.models import Caller, SaveResult, SpaceContext
 from memory_mcp.store.search import SearchHit
 from memory_mcp.store.secrets import find_secret
 
@@ -39,6 +39,7 @@ from .bearer import Resource
 from .documents_worker import embed_batches
 from .schemas import (
     AddOut,
+    AddStatus,
     DocumentDetailOut,
     DocumentOut,
     DocumentsOut,
@@ -299,12 +300,15 @@ class MemoryService:
         category: str | None = None,
         container_tag: str | None = None,
         memory_id: str | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> AddOut:
         """Save ``content`` (as the next version of ``memory_id`` when given), or forget a memory:
         exactly ``memory_id`` when given (``content`` is then not needed), else the one ``content``
-        clearly designates."""
+        clearly designates. A save repeating ``idempotency_key`` returns the first save's result."""
         if action not in ("save", "forget"):
             raise ValidationError("action", "must be 'save' or 'forget'")
+        idempotency_key = validation.idempotency_key(idempotency_key)
         ctx = identity.resolve_space(caller, container_tag)
         # The store checks again; checking here first refuses before any embedding work is spent.
         memories.require_write(ctx)
@@ -316,10 +320,15 @@ class MemoryService:
             raise ValidationError(
                 "content", "required to save; to forget, give action=forget and memoryId (or the text)"
             )
-        return await self._save(ctx, content, category, memory_id)
+        return await self._save(ctx, content, category, memory_id, idempotency_key)
 
     async def _save(
-        self, ctx: SpaceContext, content: str, category: str | None, memory_id: str | None = None
+        self,
+        ctx: SpaceContext,
+        content: str,
+        category: str | None,
+        memory_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> AddOut:
         if isinstance(content, str) and len(content.strip()) > validation.MAX_CONTENT:
             if memory_id is not None:
@@ -334,6 +343,11 @@ class MemoryService:
         except SecretRefused as exc:
             metrics.SECRET_REFUSALS.labels(kind=exc.kind).inc()
             raise
+        # A repeat is answered before the memory it named is looked up (it may be history since)
+        # and before any embedding is spent.
+        replay = await memories.replayed_save(self.db, ctx, idempotency_key)
+        if replay is not None:
+            return self._replayed(ctx, replay)
         previous = await memories.find_memory(self.db, ctx, memory_id) if memory_id is not None else None
         vector, reason = await self._embed(content, query=False)
         result = await memories.save_memory(
@@ -346,7 +360,10 @@ class MemoryService:
             supersede_threshold=None if previous else self.settings.supersede_threshold,
             supersedes_id=previous.id if previous else None,
             static_embedding=self._static_vector(content),
+            idempotency_key=idempotency_key,
         )
+        if result.replayed:
+            return self._replayed(ctx, result)
         memory = MemoryOut.of(result.memory)
         if result.proposed:
             return self._proposed(ctx, result.created, memory, vector is not None)
@@ -378,6 +395,27 @@ class MemoryService:
             message=f"Saved in space '{ctx.space.key}'.{later}",
             memory=memory,
             embedded=vector is not None,
+        )
+
+    @staticmethod
+    def _replayed(ctx: SpaceContext, result: SaveResult) -> AddOut:
+        """A repeat of a save's idempotency key: the first save's result, the memories as they are now."""
+        if result.proposed:
+            status: AddStatus = "proposed" if result.created else "already_proposed"
+        elif result.created:
+            status = "updated" if result.superseded is not None else "saved"
+        else:
+            status = "already_exists"
+        return AddOut(
+            action="save",
+            status=status,
+            space=ctx.space.key,
+            message=f"A repeat of an earlier save with this idempotencyKey in space '{ctx.space.key}': its "
+            "result; nothing new was stored.",
+            memory=MemoryOut.of(result.memory),
+            superseded=MemoryOut.of(result.superseded) if result.superseded else None,
+            embedded=result.memory.has_embedding,
+            replayed=True,
         )
 
     def _proposed(self, ctx: SpaceContext, created: bool, memory: MemoryOut, embedded: bool) -> AddOut:

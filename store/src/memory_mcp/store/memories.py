@@ -7,6 +7,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import text
@@ -21,6 +22,13 @@ from .models import Document, ForgetResult, Memory, Page, SaveResult, SpaceConte
 from .secrets import find_secret
 
 LIVE = "m.is_latest AND m.forgotten_at IS NULL"
+
+# A memory's text as duplicates are told: runs of whitespace one space, trimmed, lower-cased, hashed
+# (the expression of the index ``memories_live_folded``, migration 0012). Folded by PostgreSQL on
+# both sides, so the stored and the given text are folded alike.
+FOLDED = r"md5(lower(btrim(regexp_replace({}, '\s+', ' ', 'g'))))"
+_FOLDED_STORED = FOLDED.format("m.content")
+_FOLDED_GIVEN = FOLDED.format("CAST(:c AS text)")
 
 # The two vectors of a memory: the model's (``embedding``) and the static model's.
 VectorColumn = Literal["embedding", "static_embedding"]
@@ -189,13 +197,14 @@ def id_range(value: str) -> tuple[uuid.UUID, uuid.UUID] | None:
 PROPOSED = "m.review = 'proposed'"
 
 # What a save needs to know before it writes, in one round trip: a live memory with the same text
-# (or, under Review, a pending proposal of it), the nearest live memory by meaning (a restatement
-# candidate) and the space's write policy and quotas with the counts they limit (counted only when
-# a quota is set). Pending proposals count against maxMemories: accepting one adds nothing.
+# once folded (the exact text first; or, under Review, a pending proposal of it), the nearest live
+# memory by meaning (a restatement candidate) and the space's write policy and quotas with the
+# counts they limit (counted only when a quota is set). Pending proposals count against maxMemories: accepting one adds nothing.
 # maxDocuments counts documents (uploads and long texts), which a save does not add to.
 _BEFORE_SAVE_SQL = f"""
     SELECT
-      (SELECT m.id FROM memories m WHERE m.space_id = :s AND m.content_hash = :h AND {LIVE}) AS duplicate,
+      (SELECT m.id FROM memories m WHERE m.space_id = :s AND {_FOLDED_STORED} = {_FOLDED_GIVEN} AND {LIVE}
+         ORDER BY m.content_hash = :h DESC LIMIT 1) AS duplicate,
       CASE WHEN s.write_policy = 'Review' THEN
         (SELECT m.id FROM memories m WHERE m.space_id = :s AND m.content_hash = :h AND {PROPOSED}) END
         AS pending,
@@ -264,8 +273,15 @@ async def save_memory(
     supersede_threshold: float | None = None,
     supersedes_id: uuid.UUID | None = None,
     static_embedding: Sequence[float] | None = None,
+    idempotency_key: str | None = None,
 ) -> SaveResult:
     """Save one statement as a document and its memory.
+
+    With an ``idempotency_key``, a save that repeats one the same API key made with that key within
+    ``validation.IDEMPOTENCY_WINDOW_S`` returns that save's result (``SaveResult.replayed``) and
+    stores nothing, whatever it asks (a client retrying may word the fact anew); the same key in
+    another space is a ``Conflict``. The key is claimed in the
+    save's transaction (a primary key, not a read), so concurrent repeats wait for the first.
 
     ``static_embedding`` is the memory's vector in the static model's space (search's third
     signal); without it the backfill computes it later.
@@ -287,12 +303,17 @@ async def save_memory(
     user_id = ctx.caller.user.id
     space_id = ctx.space.id
     vector = HalfVector(embedding) if embedding is not None else None
+    claim = _Claim.of(ctx, idempotency_key)
     try:
         async with db.transaction([space_id]) as conn:
+            if claim is not None and (replay := await claim.take(conn)) is not None:
+                return replay
             quota_locked = False
             for _ in range(_SUPERSEDE_ATTEMPTS):
                 before = (
-                    await conn.execute(text(_BEFORE_SAVE_SQL), {"s": space_id, "h": digest, "e": vector})
+                    await conn.execute(
+                        text(_BEFORE_SAVE_SQL), {"s": space_id, "h": digest, "c": content, "e": vector}
+                    )
                 ).one()
                 if not quota_locked and any(
                     q is not None for q in (before.max_memories, before.max_documents, before.max_bytes)
@@ -306,6 +327,8 @@ async def save_memory(
                     existing_id = before.duplicate if before.duplicate is not None else before.pending
                     existing = await _fetch_memory(conn, "m.id = :id", {"id": existing_id})
                     assert existing is not None
+                    if claim is not None:
+                        await claim.settle(conn, existing.id)
                     return SaveResult(existing, created=False, proposed=existing.review == "proposed")
                 # A memory saved on its own is no document: maxDocuments counts uploads and long texts.
                 check_quota(before, len(content.encode()), new_documents=0)
@@ -359,20 +382,144 @@ async def save_memory(
                     conn, "m.id = ANY(:ids)", {"ids": [mem_id, *([old.id] if old else [])]}
                 )
             }
+            if claim is not None:
+                await claim.settle(conn, mem_id, created=True, superseded_id=old.id if old else None)
             if review:
                 return SaveResult(rows[mem_id], created=True, proposed=True)
             return SaveResult(rows[mem_id], created=True, superseded=rows[old.id] if old else None)
     except IntegrityError:
         # A concurrent save of the same content won a unique index: return its memory.
         async with db.transaction([space_id]) as conn:
+            if claim is not None and (replay := await claim.take(conn)) is not None:
+                return replay
             existing = await _fetch_memory(
                 conn,
                 f"m.space_id = :s AND m.content_hash = :h AND ({LIVE} OR {PROPOSED})",
                 {"s": space_id, "h": digest},
             )
-        if existing is None:
-            raise
+            if existing is None:
+                raise
+            if claim is not None:
+                await claim.settle(conn, existing.id)
         return SaveResult(existing, created=False, proposed=existing.review == "proposed")
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """One save's idempotency key, held by the API key that sent it, in the space it saves to."""
+
+    key_id: uuid.UUID
+    idempotency_key: str
+    space_id: uuid.UUID
+
+    @classmethod
+    def of(cls, ctx: SpaceContext, idempotency_key: str | None) -> _Claim | None:
+        idempotency_key = validation.idempotency_key(idempotency_key)
+        if idempotency_key is None:
+            return None
+        return cls(ctx.caller.key.id, idempotency_key, ctx.space.id)
+
+    def _params(self) -> dict[str, Any]:
+        return {"k": self.key_id, "ik": self.idempotency_key}
+
+    async def take(self, conn: AsyncConnection) -> SaveResult | None:
+        """Claim the key for this save (None: go on and save), or the result of the save that holds
+        it. Claiming a key another open transaction holds waits for it to commit or roll back."""
+        claimed = (
+            await conn.execute(
+                text(_CLAIM_SQL),
+                {
+                    **self._params(),
+                    "s": self.space_id,
+                    "window": validation.IDEMPOTENCY_WINDOW_S,
+                },
+            )
+        ).first()
+        if claimed is not None:
+            return None
+        return await self.replay(conn)
+
+    async def replay(self, conn: AsyncConnection) -> SaveResult:
+        """The result of the save that holds the key (a Conflict if it was a different save)."""
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT space_id, memory_id, superseded_id, outcome FROM save_requests "
+                    "WHERE key_id = :k AND idempotency_key = :ik"
+                ),
+                self._params(),
+            )
+        ).one()
+        if row.space_id != self.space_id:
+            raise Conflict(
+                "idempotencyKey: this key was used for a save in another space in the last "
+                f"{validation.IDEMPOTENCY_WINDOW_S // 3600} hours; use a new key for a new save"
+            )
+        memory = await _fetch_memory(conn, "m.id = :id", {"id": row.memory_id}) if row.memory_id else None
+        if memory is None:  # its space was emptied since
+            raise NotFound("memory", str(row.memory_id))
+        superseded = (
+            await _fetch_memory(conn, "m.id = :id", {"id": row.superseded_id}) if row.superseded_id else None
+        )
+        return SaveResult(
+            memory,
+            created=row.outcome == "created",
+            superseded=superseded,
+            proposed=memory.review == "proposed",
+            replayed=True,
+        )
+
+    async def settle(
+        self,
+        conn: AsyncConnection,
+        memory_id: uuid.UUID,
+        *,
+        created: bool = False,
+        superseded_id: uuid.UUID | None = None,
+    ) -> None:
+        """Record what the save that claimed the key made (or found), in its transaction."""
+        await conn.execute(
+            text(
+                "UPDATE save_requests SET memory_id = :m, superseded_id = :sup, outcome = :o "
+                "WHERE key_id = :k AND idempotency_key = :ik"
+            ),
+            {
+                **self._params(),
+                "m": memory_id,
+                "sup": superseded_id,
+                "o": "created" if created else "existing",
+            },
+        )
+
+
+# Claims the key, or takes over a claim older than the window; no row back: a live claim holds it.
+_CLAIM_SQL = """
+    INSERT INTO save_requests (key_id, idempotency_key, space_id) VALUES (:k, :ik, :s)
+    ON CONFLICT (key_id, idempotency_key) DO UPDATE
+      SET space_id = EXCLUDED.space_id, memory_id = NULL,
+          superseded_id = NULL, outcome = NULL, created_at = now()
+      WHERE save_requests.created_at < now() - make_interval(secs => :window)
+    RETURNING true
+"""
+
+
+async def replayed_save(db: Database, ctx: SpaceContext, idempotency_key: str | None) -> SaveResult | None:
+    """The result of an earlier save with this idempotency key, read before any embedding is spent
+    on a repeat (``save_memory`` claims the key authoritatively; this is only the fast path)."""
+    claim = _Claim.of(ctx, idempotency_key)
+    if claim is None:
+        return None
+    async with db.transaction([ctx.space.id]) as conn:
+        fresh = (
+            await conn.execute(
+                text(
+                    "SELECT 1 FROM save_requests WHERE key_id = :k AND idempotency_key = :ik "
+                    "AND created_at >= now() - make_interval(secs => :window)"
+                ),
+                {"k": claim.key_id, "ik": claim.idempotency_key, "window": validation.IDEMPOTENCY_WINDOW_S},
+            )
+        ).first()
+        return await claim.replay(conn) if fresh is not None else None
 
 
 async def take_turn(conn: AsyncConnection, space_id: uuid.UUID) -> None:

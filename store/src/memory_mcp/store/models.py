@@ -171,6 +171,7 @@ class SaveResult:
     created: bool  # False: exact duplicate of a live memory, which is returned instead
     superseded: Memory | None = None
     proposed: bool = False  # under Review: the memory waits for a curator (``memory.review``)
+    replayed: bool = False  # a repeat of an earlier save's idempotency key: that save's result
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ MAX_CONTENT = 2000  # one memory (the text of add_memory and of a forget request
 MIN_FORGET_WORDS = 3
 # The id forms add_memory's memoryId takes: a UUID, or the 8-character short id the tools print.
 MAX_MEMORY_ID = 36
+# add_memory's idempotencyKey: a repeat by the same key-holder within the window returns the first
+# save's result (a retry after a timeout stores nothing twice).
+MAX_IDEMPOTENCY_KEY = 255
+IDEMPOTENCY_WINDOW_S = 24 * 3600
 # add_memory content beyond MAX_CONTENT becomes one document of several memories, up to this.
 MAX_DOCUMENT_TEXT = 100_000
 # The text extracted from one uploaded file: about 2,500 pages, 2,500-5,000 memories (minutes of
@@ -239,3 +243,14 @@ MAX_IMPORT_BYTES = 1024 * 1024 * 1024
 # at most this many members.
 MAX_ARCHIVE_RATIO = 200
 MAX_ARCHIVE_MEMBERS = 100_000
+
+
+def idempotency_key(value: str | None, field: str = "idempotencyKey") -> str | None:
+    """A client's idempotency key: 1-:data:`MAX_IDEMPOTENCY_KEY` visible characters, kept as given."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_IDEMPOTENCY_KEY:
+        raise ValidationError(field, f"must be 1-{MAX_IDEMPOTENCY_KEY} characters")
+    if _UNFIT.search(value):
+        raise ValidationError(field, "must not contain control characters")
+    return value
