@@ -14,7 +14,8 @@ from datetime import datetime
 from sqlalchemy import text
 
 from . import apikeys, documents, spaces, users, validation
-from .apikeys import GrantSpec
+from .access import Access
+from .apikeys import BOOTSTRAP_KEY, GrantChange, GrantSpec
 from .db import Database
 from .errors import Conflict, NotFound, SpaceNotFound
 from .models import Space, User
@@ -64,19 +65,32 @@ class KeyRow:
 
 
 async def create_space(
-    db: Database, key: str, display_name: str | None, description: str = "", deletion_policy: str = "Retain"
+    db: Database,
+    key: str,
+    display_name: str | None,
+    description: str = "",
+    deletion_policy: str = "Retain",
+    grant_to: Sequence[tuple[str, Access]] = (),
 ) -> tuple[Space, bool]:
     """A new command-line space; returns (space, restored). A retained space of the command line
-    with this key is restored with its data; any other existing space is refused."""
+    with this key is restored with its data; any other existing space is refused.
+
+    ``grant_to`` names command-line keys (key name, access) to grant the new space to; they are
+    checked before the space is made, so a mistyped key name leaves nothing behind.
+    """
     validation.space_key(key)
     owner = await owner_of(db, "space", key)
     if owner is Owner.MANIFEST:
         raise ManagedElsewhere("space", key, owner)
     if owner is Owner.CLI and await spaces.get_space(db, key) is not None:
         raise Conflict(f"space '{key}' already exists")
+    for name, _ in grant_to:
+        await _require_cli_key(db, name)
     upserted = await spaces.upsert_space(
         db, key, display_name or key, description, deletion_policy, actor=ACTOR, managed_by=Owner.CLI
     )
+    for name, access in grant_to:
+        await apikeys.change_grants(db, name, add=[GrantSpec(key, access)], actor=ACTOR)
     return upserted.space, owner is not None
 
 
@@ -224,6 +238,44 @@ async def list_keys(db: Database) -> list[KeyRow]:
             )
             for r in rows
         ]
+
+
+async def grant_key(db: Database, name: str, grants: Sequence[GrantSpec]) -> GrantChange:
+    """Add grants to a command-line key (a space it holds already takes the access given); the
+    key's next request sees them. A key of a manifest is refused: its manifest declares its grants."""
+    await _require_cli_key(db, name)
+    return await apikeys.change_grants(db, name, add=grants, actor=ACTOR)
+
+
+async def ungrant_key(db: Database, name: str, space_keys: Sequence[str]) -> GrantChange:
+    """Take grants away from a command-line key; its next request no longer sees those spaces."""
+    checked = [validation.space_key(k, f"spaces[{i}]") for i, k in enumerate(space_keys)]
+    await _require_cli_key(db, name)
+    return await apikeys.change_grants(db, name, remove=checked, actor=ACTOR)
+
+
+async def _require_cli_key(db: Database, name: str) -> None:
+    owner = await owner_of(db, "api key", name)
+    if owner is None:
+        raise NotFound("api key", name)
+    if owner is Owner.MANIFEST:
+        raise ManagedElsewhere("api key", name, owner, field="spec.grants")
+
+
+async def bootstrap_key(db: Database) -> str | None:
+    """The name of the key `serve` made on first start, while it exists, works and is the command
+    line's; None otherwise (a team install that turned the bootstrap off, or revoked it)."""
+    async with db.transaction() as conn:
+        live = (
+            await conn.execute(
+                text(
+                    "SELECT 1 FROM api_keys WHERE name = :n AND managed_by = 'cli' AND revoked_at IS NULL "
+                    "AND (expires_at IS NULL OR expires_at > now())"
+                ),
+                {"n": BOOTSTRAP_KEY},
+            )
+        ).first()
+    return BOOTSTRAP_KEY if live else None
 
 
 async def revoke_key(db: Database, name: str) -> tuple[bool, Owner]:

@@ -19,6 +19,9 @@ from .errors import Conflict, NotFound, SpaceNotFound, ValidationError
 from .models import ApiKey
 from .ratelimit import RateLimit
 
+# The key `memory-mcp serve` makes on a new database, for its `admin` user.
+BOOTSTRAP_KEY = "admin-bootstrap"
+
 KEY_COLUMNS = (
     "k.id, k.name, k.prefix, k.user_id, k.default_space_id, k.active_space_id, k.expires_at, k.revoked_at, "
     "k.rate_per_minute, k.rate_burst"
@@ -240,6 +243,97 @@ async def update_key(
             )
             settings_after = await _settings_of(conn, row.id)
     return KeyUpdate(current if current != wanted else None, settings_before, settings_after)
+
+
+@dataclass(frozen=True)
+class GrantChange:
+    """A key's grants ``{space key: access}`` before and after :func:`change_grants`."""
+
+    before: dict[str, str]
+    after: dict[str, str]
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+async def change_grants(
+    db: Database,
+    name: str,
+    add: Sequence[GrantSpec] = (),
+    remove: Sequence[str] = (),
+    actor: str = "system",
+) -> GrantChange:
+    """Give the key ``name`` the grants ``add`` (an access already held on one of their spaces is
+    replaced) and take away its grants on the spaces ``remove``; its other grants stay as they are.
+
+    Read under the key row's lock and audited as ``key.grants_changed`` when anything changed.
+    Requests authenticate against the stored grants, so the next request of the key sees the
+    change. A key left without any grant is refused (revoking says that more plainly). Its active or
+    default space is cleared when its grant goes, rather than left pointing at a space it cannot use.
+    """
+    if not add and not remove:
+        raise ValidationError("grants", "name at least one space")
+    named = [g.space for g in add] + list(remove)
+    if len(set(named)) != len(named):
+        raise ValidationError("grants", "each space may be named once")
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(text("SELECT * FROM api_keys WHERE name = :n FOR UPDATE"), {"n": name})
+        ).first()
+        if row is None:
+            raise NotFound("api key", name)
+        ids = await _space_ids(conn, add)
+        removed = await _existing_spaces(conn, remove)
+        before = await _grants_of(conn, row.id)
+        after = {s: a for s, a in before.items() if s not in remove} | {g.space: g.access.value for g in add}
+        if after == before:
+            return GrantChange(before, after)
+        if not after:
+            raise ValidationError(
+                "grants",
+                f"key '{name}' would hold no grant; revoke it instead (memory-mcp key revoke {name})",
+            )
+        if remove:
+            await conn.execute(
+                text("DELETE FROM key_grants WHERE key_id = :k AND space_id = ANY(:s)"),
+                {"k": row.id, "s": list(removed.values())},
+            )
+            await conn.execute(
+                text(
+                    "UPDATE api_keys SET "
+                    "default_space_id = CASE WHEN default_space_id = ANY(:s) THEN NULL ELSE default_space_id END, "
+                    "active_space_id = CASE WHEN active_space_id = ANY(:s) THEN NULL ELSE active_space_id END, "
+                    "updated_at = now() WHERE id = :k AND (default_space_id = ANY(:s) OR active_space_id = ANY(:s))"
+                ),
+                {"k": row.id, "s": list(removed.values())},
+            )
+        for g in add:
+            await conn.execute(
+                text(
+                    "INSERT INTO key_grants (key_id, space_id, access) VALUES (:k, :s, :a) "
+                    "ON CONFLICT (key_id, space_id) DO UPDATE SET access = EXCLUDED.access"
+                ),
+                {"k": row.id, "s": ids[g.space], "a": g.access.value},
+            )
+        await record(
+            conn, actor, "key.grants_changed", "api_key", name, details={"from": before, "to": after}
+        )
+    return GrantChange(before, after)
+
+
+async def _existing_spaces(conn: AsyncConnection, keys: Sequence[str]) -> dict[str, uuid.UUID]:
+    """The ids of the spaces ``keys``, detached ones included (a grant on one can still be taken away)."""
+    found = {
+        r.key: r.id
+        for r in await conn.execute(
+            text("SELECT id, key FROM spaces WHERE key = ANY(:keys)"), {"keys": list(keys)}
+        )
+    }
+    for key in keys:
+        if key not in found:
+            raise SpaceNotFound(key)
+    return found
 
 
 async def rotate_key(db: Database, name: str, actor: str = "system") -> str:

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from . import keys, validation
 from .access import Access, Role, effective_access
-from .apikeys import KEY_COLUMNS, GrantSpec, create_key, key_from_row
+from .apikeys import BOOTSTRAP_KEY, KEY_COLUMNS, GrantSpec, create_key, key_from_row
 from .db import Database
 from .errors import AuthenticationFailed, Conflict, SpaceNotFound, ValidationError
 from .models import Caller, Grant, Space, SpaceContext, SpaceSummary, User
@@ -308,7 +308,7 @@ async def bootstrap(db: Database) -> str | None:
     try:
         _, plaintext = await create_key(
             db,
-            "admin-bootstrap",
+            BOOTSTRAP_KEY,
             "admin",
             [GrantSpec("default", Access.READ_WRITE)],
             "default",

@@ -22,13 +22,20 @@ class Owner(StrEnum):
 # The object kinds, their table and the column that names them.
 _TABLES = {"space": ("spaces", "key"), "user": ("users", "name"), "api key": ("api_keys", "name")}
 _COMMANDS = {"space": "space", "user": "user", "api key": "key"}
+_MANIFEST_KINDS = {"space": "Space", "user": "User", "api key": "ApiKey"}
 
 
 class ManagedElsewhere(Conflict):
-    """The object belongs to another tool; the message names it and where to make the change."""
+    """The object belongs to another tool; the message names it and where to make the change
+    (``field``: the manifest field to change, when the change is to one field)."""
 
-    def __init__(self, kind: str, name: str, owner: Owner) -> None:
-        if owner is Owner.MANIFEST:
+    def __init__(self, kind: str, name: str, owner: Owner, field: str | None = None) -> None:
+        if owner is Owner.MANIFEST and field is not None:
+            message = (
+                f"{kind} '{name}' is managed by apply/the operator; change {field} in its manifest "
+                f"(the {_MANIFEST_KINDS[kind]} named '{name}') and apply it"
+            )
+        elif owner is Owner.MANIFEST:
             message = f"{kind} '{name}' is managed by apply/the operator; change it in its manifest"
         else:
             message = (
