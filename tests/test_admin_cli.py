@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import json
+import shlex
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
+from sqlalchemy.engine import make_url
 
 from memory_mcp.apply import apply_manifests, load_manifests
-from memory_mcp.store import identity, memories, spaces
+from memory_mcp.embedder.client import Embedder
+from memory_mcp.store import audit, identity, memories, spaces
 from memory_mcp.store.db import Database
 from memory_mcp.store.embedded import EmbeddedPostgres
 from memory_mcp.store.errors import AuthenticationFailed
 from tests.cli_support import Admin, cli
 from tests.factories import caller_for
+from tests.server.conftest import mcp_session, run_server
 
 API_VERSION = "memory-mcp.io/v1alpha1"
 
@@ -24,6 +29,11 @@ API_VERSION = "memory-mcp.io/v1alpha1"
 @pytest.fixture
 def admin(db_urls: tuple[str, str]) -> Admin:
     return Admin(db_urls[1])
+
+
+def masked(url: str) -> str:
+    """A database URL as the command line repeats it: without its password."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def obj(kind: str, name: str, **spec: Any) -> dict[str, Any]:
@@ -254,3 +264,94 @@ async def test_commands_work_beside_a_running_server_on_the_same_data_dir(tmp_pa
             await db.close()
     finally:
         held.stop()
+
+
+async def test_grants_on_an_existing_key_apply_to_its_next_request(
+    admin: Admin, db: Database, db_urls: tuple[str, str], embedder: Embedder
+) -> None:
+    admin.ok("space", "create", "alpha")
+    admin.ok("user", "create", "cy", "--email", "cy@example.com", "--role", "Writer")
+    key = admin.ok("key", "create", "cy-key", "--user", "cy", "--grant", "alpha=ReadWrite").stdout.strip()
+    # A new space says how to grant it; without a bootstrap key the line names a placeholder.
+    made = " ".join(admin.ok("space", "create", "beta").stderr.split())
+    assert f"memory-mcp key grant KEY beta=ReadWrite --database-url {shlex.quote(masked(admin.url))}" in made
+
+    async with (
+        run_server(db_urls[0], embedder) as server,
+        mcp_session(server, key) as s,
+        httpx2.AsyncClient(base_url=server.base, headers={"Authorization": f"Bearer {key}"}) as http,
+    ):
+
+        async def visible() -> tuple[list[str], list[str]]:
+            rest = [sp["key"] for sp in (await http.get("/v1/spaces")).json()["spaces"]]
+            mcp = [sp["key"] for sp in (await s.ok("listSpaces"))["spaces"]]
+            return rest, mcp
+
+        assert await visible() == (["alpha"], ["alpha"])
+        assert "space 'beta' not found" in await s.error("search_memory", query="x", containerTag="beta")
+
+        granted = " ".join(admin.ok("key", "grant", "cy-key", "beta=Read").stderr.split())
+        assert "key 'cy-key' now holds alpha=ReadWrite, beta=Read (was alpha=ReadWrite)" in granted
+        # The same session, its next request: the new space is there, at the access granted.
+        assert await visible() == (["alpha", "beta"], ["alpha", "beta"])
+        assert (await s.ok("search_memory", query="anything", containerTag="beta"))["space"] == "beta"
+        assert "Read" in await s.error("add_memory", content="Beta holds this.", containerTag="beta")
+        admin.ok("key", "grant", "cy-key", "beta=ReadWrite")
+        assert (await s.ok("add_memory", content="Beta holds this.", containerTag="beta"))[
+            "status"
+        ] == "saved"
+        again = admin.ok("key", "grant", "cy-key", "beta=ReadWrite").stderr
+        assert "already holds alpha=ReadWrite, beta=ReadWrite; nothing changed" in again
+
+        taken = " ".join(admin.ok("key", "ungrant", "cy-key", "beta").stderr.split())
+        assert "key 'cy-key' now holds alpha=ReadWrite (was alpha=ReadWrite, beta=ReadWrite)" in taken
+        assert await visible() == (["alpha"], ["alpha"])
+        assert "space 'beta' not found" in await s.error("search_memory", query="x", containerTag="beta")
+        assert (
+            "holds no grant on 'beta'; nothing changed" in admin.ok("key", "ungrant", "cy-key", "beta").stderr
+        )
+        assert "would hold no grant; revoke it instead" in admin.refused("key", "ungrant", "cy-key", "alpha")
+
+    # Each change is an audit event, as a manifest's grant changes are.
+    changes = [e.details for e in reversed(await audit.list_events(db, "key.grants_changed"))]
+    assert changes == [
+        {"from": {"alpha": "ReadWrite"}, "to": {"alpha": "ReadWrite", "beta": "Read"}},
+        {"from": {"alpha": "ReadWrite", "beta": "Read"}, "to": {"alpha": "ReadWrite", "beta": "ReadWrite"}},
+        {"from": {"alpha": "ReadWrite", "beta": "ReadWrite"}, "to": {"alpha": "ReadWrite"}},
+    ]
+    # A key of a manifest has its grants in the manifest: the refusal names it.
+    await declared_team(db)
+    assert (
+        "api key 'ada-laptop' is managed by apply/the operator; change spec.grants in its manifest "
+        "(the ApiKey named 'ada-laptop') and apply it"
+    ) in admin.refused("key", "grant", "ada-laptop", "alpha=Read")
+    assert "managed by apply/the operator" in admin.refused("key", "ungrant", "ada-laptop", "team-a")
+    assert {k["name"]: k["grants"] for k in admin.listing("key")}["ada-laptop"] == {"team-a": "ReadWrite"}
+
+
+async def granted_spaces(db: Database, key: str) -> dict[str, str]:
+    return {g.space.key: g.access.value for g in (await identity.authenticate(db, key)).grants}
+
+
+async def test_a_new_space_reaches_the_bootstrap_key(admin: Admin, db: Database) -> None:
+    bootstrap_key = await identity.bootstrap(db)
+    assert bootstrap_key is not None
+    # Without --grant-to: the exact line that grants it to the key `serve` printed.
+    made = admin.ok("space", "create", "notes").stderr
+    line = next(ln.strip() for ln in made.splitlines() if ln.strip().startswith("memory-mcp key grant"))
+    assert line.startswith("memory-mcp key grant admin-bootstrap notes=ReadWrite --database-url ")
+    assert "notes" not in await granted_spaces(db, bootstrap_key)
+    done = cli(*shlex.split(line.replace(shlex.quote(masked(admin.url)), shlex.quote(admin.url)))[1:])
+    assert done.returncode == 0, done.stderr
+    assert (await granted_spaces(db, bootstrap_key))["notes"] == "ReadWrite"
+
+    # With --grant-to: made and granted in one command; a key that is not there leaves no space.
+    granted = admin.ok("space", "create", "journal", "--grant-to", "admin-bootstrap=Curate").stderr
+    assert "granted it to key 'admin-bootstrap' (Curate)" in granted and "key grant" not in granted
+    assert await granted_spaces(db, bootstrap_key) == {
+        "default": "ReadWrite",
+        "notes": "ReadWrite",
+        "journal": "Curate",
+    }
+    assert "api key 'no-key' not found" in admin.refused("space", "create", "diary", "--grant-to", "no-key")
+    assert await spaces.get_space(db, "diary") is None

@@ -7,6 +7,7 @@ way ``apply`` does (:func:`~memory_mcp.options.on_database`).
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -21,14 +22,20 @@ from rich.table import Table
 from memory_mcp.options import DatabaseUrl, DataDir, console, fail, on_database
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from memory_mcp.core.settings import Settings
+    from memory_mcp.store.access import Access
+    from memory_mcp.store.apikeys import GrantChange
     from memory_mcp.store.db import Database
 
 space_app = typer.Typer(help="Create, list and delete spaces.", no_args_is_help=True, rich_markup_mode=None)
 user_app = typer.Typer(
     help="Create, list, deactivate and activate users.", no_args_is_help=True, rich_markup_mode=None
 )
-key_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True, rich_markup_mode=None)
+key_app = typer.Typer(
+    help="Create, list, grant, ungrant and revoke API keys.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 class DeletionPolicy(StrEnum):
@@ -56,6 +63,9 @@ def _root(
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit"),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an error instead of its one line")
     ] = False,
 ) -> None:
     """Remote memory for AI agents over MCP."""
@@ -129,18 +139,58 @@ def space_create(
             help="On delete: Retain keeps the data (detached), Delete removes it",
         ),
     ] = DeletionPolicy.RETAIN,
+    grant_to: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grant-to",
+            metavar="KEY[=ACCESS]",
+            help="Also grant the space to this API key (access ReadWrite unless given); repeat. "
+            "On a laptop: --grant-to admin-bootstrap, the key serve printed",
+        ),
+    ] = None,
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Create a space managed by the command line."""
+    """Create a space managed by the command line (and grant it to keys with --grant-to)."""
     from memory_mcp.store import admin
 
-    async def work(_: Settings, db: Database) -> bool:
-        return (await admin.create_space(db, key, name, description, deletion_policy.value))[1]
+    grants = [_key_access(value) for value in grant_to or []]
 
-    restored = on_database(data_dir, database_url, work)
+    async def work(_: Settings, db: Database) -> tuple[bool, str | None]:
+        restored = (await admin.create_space(db, key, name, description, deletion_policy.value, grants))[1]
+        return restored, None if grants else await admin.bootstrap_key(db)
+
+    restored, bootstrap = on_database(data_dir, database_url, work)
     verb = "restored retained" if restored else "created"
     console.print(f"{verb} space '{key}' (deletion policy {deletion_policy.value})", highlight=False)
+    for key_name, access in grants:
+        console.print(f"granted it to key '{key_name}' ({access.value})", highlight=False)
+    if not grants:
+        # No key can use a new space yet: say the exact command that changes that.
+        where = _database_options(data_dir, database_url)
+        console.print(
+            f"no key can use it yet; grant it to {'the key serve printed' if bootstrap else 'a key'} with:",
+            highlight=False,
+        )
+        console.print(f"  memory-mcp key grant {bootstrap or 'KEY'} {key}=ReadWrite{where}", highlight=False)
+
+
+def _key_access(value: str) -> tuple[str, Access]:
+    """``--grant-to KEY[=ACCESS]``: a key name and an access level (ReadWrite when none is given)."""
+    from memory_mcp.store.access import Access, parse_access
+
+    name, sep, access = value.partition("=")
+    return name.strip(), parse_access(access.strip(), "--grant-to") if sep else Access.READ_WRITE
+
+
+def _database_options(data_dir: Path | None, database_url: str | None) -> str:
+    """The options that reach the same database again, for a command line printed to be run next
+    (a URL's password is not repeated)."""
+    if database_url is not None:
+        from sqlalchemy.engine import make_url
+
+        return f" --database-url {shlex.quote(make_url(database_url).render_as_string(hide_password=True))}"
+    return f" --data-dir {shlex.quote(str(data_dir))}" if data_dir is not None else ""
 
 
 @space_app.command("list")
@@ -326,12 +376,8 @@ def key_create(
 ) -> None:
     """Create an API key managed by the command line; the key is printed once, on stdout."""
     from memory_mcp.store import admin
-    from memory_mcp.store.errors import ValidationError
 
-    try:
-        grants = [admin.parse_grant(g, i) for i, g in enumerate(grant)]
-    except ValidationError as exc:
-        raise fail(str(exc)) from None
+    grants = [admin.parse_grant(g, i) for i, g in enumerate(grant)]
     expires_at = _expiry(expires)
 
     async def work(_: Settings, db: Database) -> str:
@@ -365,6 +411,64 @@ def key_list(as_json: AsJson = False, data_dir: DataDir = None, database_url: Da
         ],
         as_json,
         "API keys",
+    )
+
+
+@key_app.command("grant")
+def key_grant(
+    name: Annotated[str, typer.Argument(metavar="KEY", help="The key's name")],
+    grants: Annotated[
+        list[str],
+        typer.Argument(metavar="SPACE=ACCESS", help="Spaces and their access (Read, ReadWrite, Curate)"),
+    ],
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Grant spaces to an existing API key (a space it holds takes the new access); its next request
+    sees them. Keys of manifests are changed in their manifest instead."""
+    from memory_mcp.store import admin
+
+    specs = [admin.parse_grant(g, i) for i, g in enumerate(grants)]
+
+    async def work(_: Settings, db: Database) -> GrantChange:
+        return await admin.grant_key(db, name, specs)
+
+    change = on_database(data_dir, database_url, work)
+    if change.changed:
+        _report_grants(name, change)
+    else:
+        console.print(f"key '{name}' already holds {_cell(change.after)}; nothing changed", highlight=False)
+
+
+@key_app.command("ungrant")
+def key_ungrant(
+    name: Annotated[str, typer.Argument(metavar="KEY", help="The key's name")],
+    spaces: Annotated[list[str], typer.Argument(metavar="SPACE", help="The spaces to take away")],
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Take spaces away from an API key; its next request no longer sees them."""
+    from memory_mcp.store import admin
+
+    async def work(_: Settings, db: Database) -> GrantChange:
+        return await admin.ungrant_key(db, name, spaces)
+
+    change = on_database(data_dir, database_url, work)
+    if change.changed:
+        _report_grants(name, change)
+    else:
+        named = ", ".join(f"'{s}'" for s in spaces)
+        console.print(
+            f"key '{name}' holds no grant on {named}; nothing changed (it holds {_cell(change.after)})",
+            highlight=False,
+        )
+
+
+def _report_grants(name: str, change: GrantChange) -> None:
+    console.print(
+        f"key '{name}' now holds {_cell(change.after)} (was {_cell(change.before)}); "
+        "its next request sees the change",
+        highlight=False,
     )
 
 

@@ -58,7 +58,12 @@ def _documents(text: str, source: str) -> Iterator[tuple[str, object]]:
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise ManifestError([f"{source}: not valid YAML: {exc}"]) from None
+        # One line: where and what (the library's own text spans lines and quotes the input).
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        context = getattr(exc, "context", None)
+        what = ": ".join(p for p in (context, getattr(exc, "problem", None)) if p) or type(exc).__name__
+        raise ManifestError([f"{source}: not valid YAML{at}: {what}"]) from None
     for number, doc in enumerate(documents, start=1):
         where = f"{source}, document {number}"
         if isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):

@@ -10,8 +10,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memory_mcp import admin_commands, demo_command, oauth_commands, review_cli, transfer_commands
+from memory_mcp.cli_errors import OneLineErrors
 from memory_mcp.core.settings import Settings
-from memory_mcp.options import DatabaseUrl, DataDir, console, fail, load_settings, plain_help
+from memory_mcp.options import (
+    DatabaseUrl,
+    DataDir,
+    console,
+    database_settings,
+    fail,
+    load_settings,
+    new_data_dir,
+    plain_help,
+    read_input,
+)
 
 if TYPE_CHECKING:
     from memory_mcp.core.database import PreparedDatabase
@@ -19,10 +30,12 @@ if TYPE_CHECKING:
 plain_help()
 app = typer.Typer(
     name="memory-mcp",
+    cls=OneLineErrors,
     help="Remote memory for AI agents over MCP.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,  # typer's rich help labels every flag (even --help) with "<bool>"
+    pretty_exceptions_show_locals=False,  # --debug's traceback: a database URL holds its password
 )
 
 
@@ -80,6 +93,10 @@ def serve(
     # Before the database or the model: a taken port fails now, not after the model has loaded.
     if problem := port_problem(settings.host, settings.port):
         raise fail(f"cannot listen on {settings.host}:{settings.port}: {problem}; choose another with --port")
+    if new_data_dir(settings):
+        console.print(
+            f"new data dir at {settings.data_dir}: setting up its embedded PostgreSQL", highlight=False
+        )
     try:
         prepared = prepare_database(settings)
     except DatabaseSetupError as exc:
@@ -132,15 +149,9 @@ async def _first_start(prepared: PreparedDatabase) -> str | None:
 def migrate(data_dir: DataDir = None, database_url: DatabaseUrl = None) -> None:
     """Bring the database schema to the latest version (running it twice changes nothing)."""
     from memory_mcp.core.database import prepare_database
-    from memory_mcp.store.errors import DatabaseSetupError
     from memory_mcp.store.migrate import head_revision
 
-    settings = load_settings(data_dir=data_dir, database_url=database_url)
-    try:
-        prepared = prepare_database(settings, migrate=True)
-    except DatabaseSetupError as exc:
-        raise fail(str(exc)) from None
-    prepared.stop()
+    prepare_database(database_settings(data_dir, database_url), migrate=True).stop()
     console.print(f"schema is at revision {head_revision()}")
 
 
@@ -161,13 +172,9 @@ def backfill(
     """Embed memories without a vector (the model's, and the static model's unless it is turned
     off); resumable, with a progress bar."""
     from memory_mcp.core.database import prepare_database
-    from memory_mcp.store.errors import DatabaseSetupError
 
-    settings = load_settings(data_dir=data_dir, database_url=database_url)
-    try:
-        prepared = prepare_database(settings)
-    except DatabaseSetupError as exc:
-        raise fail(str(exc)) from None
+    settings = database_settings(data_dir, database_url)
+    prepared = prepare_database(settings)
     try:
         done, static = asyncio.run(_backfill(settings, prepared.open(), reembed, batch_size))
     finally:
@@ -262,27 +269,22 @@ def apply(
 
     New keys are shown once (or written to --keys-out); applying the same file again changes nothing.
     """
-    import sys
-
     from memory_mcp.apply import ManifestError, apply_and_close, keys_file_content, load_manifests
     from memory_mcp.core.database import prepare_database
-    from memory_mcp.store.errors import DatabaseSetupError
 
-    try:
-        text = sys.stdin.read() if str(filename) == "-" else filename.read_text()
-    except OSError as exc:
-        raise fail(f"cannot read {filename}: {exc.strerror}") from None
+    text = read_input(filename)
     try:
         manifests = load_manifests(text, "stdin" if str(filename) == "-" else str(filename))
     except ManifestError as exc:
         for problem in exc.problems:
             console.print(f"[red]invalid:[/red] {problem}", highlight=False)
         raise typer.Exit(1) from None
-    settings = load_settings(data_dir=data_dir, database_url=database_url)
-    try:
-        prepared = prepare_database(settings)
-    except DatabaseSetupError as exc:
-        raise fail(str(exc)) from None
+    if keys_out is not None:  # a file that cannot take the new keys fails before any key is made
+        try:
+            keys_file_content(keys_out, {})
+        except ManifestError as exc:
+            raise fail(exc.problems[0]) from None
+    prepared = prepare_database(database_settings(data_dir, database_url))
     try:
         report = asyncio.run(apply_and_close(prepared.open(pool_size=2), manifests))
     finally:
@@ -340,9 +342,8 @@ def operator(
             f"the operator needs kopf and kubernetes: pip install 'memory-mcp[operator]' ({exc})"
         ) from None
     from memory_mcp.core.logs import configure_logging
-    from memory_mcp.store.errors import DatabaseSetupError
 
-    settings = load_settings(data_dir=data_dir, database_url=database_url)
+    settings = database_settings(data_dir, database_url)
     configure_logging(settings.log_level, settings.log_format)
     namespaces = (
         frozenset(n.strip() for n in secret_namespaces.split(",") if n.strip()) if secret_namespaces else None
@@ -350,7 +351,7 @@ def operator(
     options = OperatorOptions(resync_interval=resync_seconds, secret_namespaces=namespaces)
     try:
         run_operator(settings, host=host, port=port, options=options)
-    except (DatabaseSetupError, KubernetesConfigMissing) as exc:
+    except KubernetesConfigMissing as exc:
         raise fail(str(exc)) from None
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError as SettingsError
 from rich.console import Console
+from rich.markup import escape
 
 from memory_mcp.core.settings import Settings
 
@@ -47,8 +48,43 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    """``error: <message>`` on one line of stderr; raise what it returns to exit with code 1."""
+    console.print(f"[red]error:[/red] {escape(' '.join(message.split()))}", highlight=False)
     return typer.Exit(1)
+
+
+def database_settings(data_dir: Path | None, database_url: str | None) -> Settings:
+    """The settings of a command that works on an existing database.
+
+    Only ``serve`` creates a data dir: anywhere else a missing one is a mistyped path, and going on
+    would set up an empty database there and answer from it (no spaces, nothing to embed).
+    """
+    settings = load_settings(data_dir=data_dir, database_url=database_url)
+    if new_data_dir(settings):
+        where = settings.data_dir.expanduser().resolve()
+        raise fail(
+            f"no data dir at {where}: run `memory-mcp serve --data-dir {where}` first, or check the path"
+        )
+    return settings
+
+
+def new_data_dir(settings: Settings) -> bool:
+    """Whether these settings name the embedded PostgreSQL of a data dir that holds none yet."""
+    from memory_mcp.store.embedded import EmbeddedPostgres
+
+    return settings.database_url is None and not EmbeddedPostgres(settings.data_dir).pgdata.is_dir()
+
+
+def read_input(path: Path) -> str:
+    """The text of a file a command reads (``-``: stdin), or a refusal that names the file."""
+    import sys
+
+    try:
+        return sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise fail(f"cannot read {path}: not UTF-8 text") from None
 
 
 def on_database(
@@ -61,16 +97,12 @@ def on_database(
 
     With a data dir that is the embedded PostgreSQL there, also while a ``serve`` on the same dir
     runs (the server is shared and outlives this command); the schema is brought to head first.
-    A store error (bad input, a name taken, a space not found) ends the command with its message.
+    A data dir must exist (:func:`database_settings`).
     """
     from memory_mcp.core.database import prepare_database
-    from memory_mcp.store.errors import DatabaseSetupError, StoreError
 
-    settings = load_settings(data_dir=data_dir, database_url=database_url)
-    try:
-        prepared = prepare_database(settings)
-    except DatabaseSetupError as exc:
-        raise fail(str(exc)) from None
+    settings = database_settings(data_dir, database_url)
+    prepared = prepare_database(settings)
 
     async def run() -> T:
         db = prepared.open(pool_size)
@@ -81,8 +113,6 @@ def on_database(
 
     try:
         return asyncio.run(run())
-    except StoreError as exc:
-        raise fail(str(exc)) from None
     finally:
         prepared.stop()
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memory_mcp.options import DatabaseUrl, DataDir, console, fail, on_database
+from memory_mcp.options import DatabaseUrl, DataDir, console, fail, on_database, read_input
 
 if TYPE_CHECKING:
     from memory_mcp.core.settings import Settings
@@ -110,13 +110,6 @@ class Source(StrEnum):
     MARKDOWN = "markdown"
 
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        return (sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")).splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-
-
 async def _author(db: Database, name: str | None) -> dict[str, str] | None:
     from memory_mcp.store import users
     from memory_mcp.store.errors import NotFound
@@ -175,7 +168,7 @@ def import_(
     problems: list[transfer.Problem] = []
     entries: list[Entry] = []
     if source is Source.JSONL:
-        entries, problems = transfer.check_lines(_read_lines(path))
+        entries, problems = transfer.check_lines(read_input(path).splitlines())
         if problems and not skip_invalid:
             for problem in problems:
                 console.print(f"[red]invalid:[/red] {problem}", highlight=False)

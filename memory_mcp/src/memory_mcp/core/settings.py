@@ -6,6 +6,7 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -196,6 +197,10 @@ class Settings(BaseSettings):
             value = "postgresql://" + value[len("postgres://") :]
         if not value.startswith(("postgresql://", "postgresql+psycopg://")):
             raise ValueError("database_url must start with postgresql:// or postgresql+psycopg://")
+        try:
+            _ = urlsplit(value).port  # a port that is not a number fails here, not deep in the driver
+        except ValueError as exc:
+            raise ValueError(f"database_url is not a valid URL: {exc}") from None
         return value
 
     @field_validator("public_url")
