@@ -16,9 +16,17 @@ ARG INSTALL_MODE=""
 # build the embedder target with --build-arg TORCH_INDEX_URL=<a CUDA wheel index>.
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# A folder of wheels that holds the torch build to install (mounted into the build, e.g.
+# `buildah bud -v /opt/wheels:/opt/wheels:ro --build-arg TORCH_FIND_LINKS=/opt/wheels`), for a
+# machine that reaches PyPI but not the PyTorch index. Set, it replaces TORCH_INDEX_URL.
+ARG TORCH_FIND_LINKS=""
+# The image every stage starts from: the registry's python:3.11-slim, or a local one made from
+# Debian packages by scripts/base-image where no registry is reachable (same Debian release, same
+# Python minor version, `python` and `pip` on PATH).
+ARG BASE_IMAGE=python:3.11-slim
 
 # What every image shares: the interpreter, the user, the writable places under /tmp.
-FROM python:3.11-slim AS base
+FROM ${BASE_IMAGE} AS base
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -35,11 +43,16 @@ WORKDIR /app
 FROM base AS torch
 ARG TORCH_VERSION
 ARG TORCH_INDEX_URL
+ARG TORCH_FIND_LINKS
 ENV HF_HOME=/tmp/cache/huggingface \
     HF_HUB_OFFLINE=1 \
     TORCH_HOME=/tmp/cache/torch \
     MPLCONFIGDIR=/tmp/cache/matplotlib
-RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+RUN if [ -n "${TORCH_FIND_LINKS}" ]; then \
+        pip install --find-links "${TORCH_FIND_LINKS}" "torch==${TORCH_VERSION}"; \
+    else \
+        pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"; \
+    fi
 
 FROM base AS operator
 ARG INSTALL_MODE

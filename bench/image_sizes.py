@@ -96,12 +96,15 @@ def chain(stages: dict[str, Stage], target: str) -> list[Stage]:
 
 
 def run_commands(stages: dict[str, Stage], target: str, prefix: str) -> list[str]:
-    """The commands of the target's RUN instructions that start with `prefix`, split on `&&`."""
+    """The commands of the target's RUN instructions that start with `prefix`, split on `&&` and `;`.
+
+    Of an `if ...; then A; else B; fi`, only B: the default branch (the torch install from the
+    PyTorch index; A reads a folder of wheels given as a build argument)."""
     found = []
     for stage in chain(stages, target):
         for instruction in stage.instructions:
             if instruction.startswith("RUN "):
-                for command in instruction[4:].split("&&"):
+                for command in re.split(r"&&|;", re.sub(r"if .*?;\s*then .*?;\s*else", "", instruction[4:])):
                     if command.strip().startswith(prefix):
                         found.append(command.strip())
     return found
