@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "clients.md"
+TS_CLIENT = Path(__file__).resolve().parent / "ts_client"
 KEY_PLACEHOLDER = re.compile(r"\$\{(?:env:|input:)?[A-Za-z_-]+\}|mmk_your_key_here|\$MEMORY_MCP_KEY")
 VARIABLE = re.compile(r"\$\{([A-Z_]+)\}")
 
@@ -101,3 +105,30 @@ def test_the_export_line_loads_the_key_from_the_bootstrap_file(tmp_path: Path) -
         check=True,
     ).stdout
     assert shown == "mmk_0123456789_abc"
+
+
+def sdk_snippet(language: str) -> str:
+    (block,) = re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), re.S)
+    return str(block)
+
+
+async def test_the_sdk_snippets_save_and_find_a_memory(server: RunningServer, tmp_path: Path) -> None:
+    """The Python and the TypeScript SDK snippets, as written, each in a process of its own."""
+    await make_space(server.db, "sdk")
+    key = await make_key(server.db, await make_user(server.db, "sdk-user"), {"sdk": "ReadWrite"}, "sdk")
+    env = {**os.environ, "MEMORY_MCP_KEY": key, "MEMORY_MCP_URL": server.mcp_url}
+    python = tmp_path / "memory_client.py"
+    python.write_text(sdk_snippet("python"))
+    # The snippet's modules resolve from tests/server/ts_client, as from a project's own npm install.
+    (tmp_path / "node_modules").symlink_to(TS_CLIENT / "node_modules")
+    node = tmp_path / "memory-client.mjs"
+    node.write_text(sdk_snippet("js"))
+    for command in ([sys.executable, str(python)], [shutil.which("node") or "node", str(node)]):
+        proc = await asyncio.create_subprocess_exec(
+            *command, env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        assert proc.returncode == 0, (command, err.decode()[-2000:])
+        # The first run saved it; the second found the same memory again (a save of the same text
+        # returns the live memory), so each prints exactly one line.
+        assert out.decode().splitlines() == ["The staging database runs in Frankfurt."], command
