@@ -380,6 +380,6 @@ async def test_the_profile_never_repeats_a_result_and_stays_in_budget(server: Ru
             .content[0]
             .text
         )  # type: ignore[union-attr]
-        assert (
-            "No memory in space 'team' matches." in nonsense_text and "matching memories" not in nonsense_text
-        )
+        # Nothing found says so and nothing else: no profile beside it, no notice about quotes.
+        assert nonsense_text == "No memory in space 'team' matches."
+        assert "profile" not in nonsense

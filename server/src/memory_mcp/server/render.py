@@ -132,7 +132,8 @@ def profile(p: ProfileOut, notice: bool = True) -> str:
 def search(r: SearchOut) -> str:
     """The results above the relevance floor, best first, as many as the token budget holds; how
     many more there are is said, not printed."""
-    lines = [PROVENANCE_NOTICE]
+    # The notice is about quoted memories: an answer that quotes none goes without it.
+    lines = [PROVENANCE_NOTICE] if r.results or r.profile is not None else []
     if r.fallback:
         lines.append(f"Note: {r.fallback}")
     shared = _shared_byline(r.results)
