@@ -68,6 +68,7 @@ def setup(pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory) -> Ite
     )
     (tmp / "bad.yaml").write_text("kind: Space\nmetadata: {name: [unclosed\n")
     (tmp / "empty.jsonl").write_text("")
+    (tmp / "kept.md").write_text("an earlier export\n")
     (tmp / "latin1.jsonl").write_bytes('{"type": "memory", "content": "café"}\n'.encode("latin-1"))
     (tmp / "folder").mkdir()
     for args in (
@@ -87,9 +88,10 @@ ONE_LINE_ERRORS = [
     # Paths.
     (
         "export --space team -o /nonexistent/dir/x.md --database-url {url}",
-        "/nonexistent/dir/x.md: No such file or directory",
+        "cannot write /nonexistent/dir/x.md: there is no folder /nonexistent/dir",
     ),
-    ("export --space team -o {tmp}/folder --database-url {url}", "folder: Is a directory"),
+    ("export --space team -o {tmp}/folder --database-url {url}", "cannot write {tmp}/folder: it is a folder"),
+    ("export --space nowhere -o {tmp}/kept.md --database-url {url}", "space 'nowhere' not found"),
     ("import /nonexistent.jsonl --space team --database-url {url}", "cannot read /nonexistent.jsonl"),
     ("import {tmp}/latin1.jsonl --space team --database-url {url}", "latin1.jsonl: not UTF-8 text"),
     ("import {tmp}/folder --space team --database-url {url}", "folder: Is a directory"),
@@ -155,6 +157,7 @@ def test_every_error_path_is_one_line_with_exit_code_1(setup: Setup) -> None:
     code, out, _, _ = run("space", "list", "--json", "--database-url", setup.url)
     assert code == 0 and '"fresh"' not in out
     assert not (setup.tmp / "typo").exists()
+    assert (setup.tmp / "kept.md").read_text() == "an earlier export\n"  # a failed export leaves it be
     code, out, _, _ = run("key", "list", "--json", "--database-url", setup.url)
     assert '"ada-key"' in out and '"team": "ReadWrite"' in out
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -72,10 +73,17 @@ def export(
 
     if history and fmt is Format.MEMORY_JSON:
         raise fail("--history: memory-json holds the latest state only; export jsonl for history")
-    out = sys.stdout if output is None else output.open("w", encoding="utf-8")
+    if output is not None:
+        _check_output(output)
 
     async def work(_: Settings, db: Database) -> int:
         found = await _space(db, space)
+        # Opened once the space is found: a mistyped space leaves an earlier export as it was.
+        sink = contextlib.nullcontext(sys.stdout) if output is None else output.open("w", encoding="utf-8")
+        with sink as out:
+            return await write(db, found, out)
+
+    async def write(db: Database, found: Space, out: TextIO) -> int:
         count = 0
         if fmt is Format.MARKDOWN:
             records = [r async for r in transfer.export_records(db, found.id, history)]
@@ -90,13 +98,17 @@ def export(
             count += record["type"] == "memory"
         return count
 
-    try:
-        count = on_database(data_dir, database_url, work)
-    finally:
-        if output is not None:
-            out.close()
+    count = on_database(data_dir, database_url, work)
     where = f" to {output}" if output is not None else ""
     console.print(f"exported {count} memories of space '{space}'{where}", highlight=False)
+
+
+def _check_output(path: Path) -> None:
+    """Refuse an output path that cannot be a file before any work is done."""
+    if path.is_dir():
+        raise fail(f"cannot write {path}: it is a folder")
+    if not path.parent.is_dir():
+        raise fail(f"cannot write {path}: there is no folder {path.parent}")
 
 
 class Source(StrEnum):
