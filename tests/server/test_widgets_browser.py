@@ -15,6 +15,7 @@ from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, mcp_session
 
 HOST_DIR = Path(__file__).parent / "widget_host"
+MAX_INLINE_HEIGHT = 500  # px: the largest inline widget a connectors directory accepts
 MARKER = "zebra-7731"
 PDF_TEXT = [
     "Runbook for the payments service.",
@@ -81,6 +82,23 @@ async def test_widgets_in_a_real_browser(server: RunningServer, tmp_path: Path) 
         "pdfText": PDF_TEXT,
     }
     seen = await drive(config, tmp_path)
+
+    # A connectors directory takes widgets at most 500 px tall inline: what each one needs at its
+    # fullest (the picker with its list, the form with a draft, the finished upload, the graph with
+    # its details, wide and narrow) fits, and so does what the host shows from the widget's own size
+    # reports.
+    heights = seen["heights"]
+    assert set(heights) == {
+        "select-space",
+        "guided-save",
+        "guided-save-reader",
+        "upload-file",
+        "memory-graph",
+        "memory-graph-narrow",
+    }
+    for name, height in heights.items():
+        assert 0 < height["content"] <= MAX_INLINE_HEIGHT, (name, height)
+        assert 0 < height["shown"] <= MAX_INLINE_HEIGHT, (name, height)
 
     # select-space: exactly the key's spaces (gamma and other have no grant); the click switched.
     picked = seen["selectSpace"]

@@ -5,7 +5,8 @@ import { callTool, connect, el, say } from "./common.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 800;
-const HEIGHT = 520;
+// 2:1, and at most 300 px tall on the page: a host shows a widget inline up to 500 px tall.
+const HEIGHT = 400;
 const TICKS = 300;
 
 function svg(tag, attrs = {}) {
@@ -45,8 +46,9 @@ document.head.append(
     {},
     `#layout { display: flex; gap: 10px; flex-wrap: wrap; margin-top: 8px; }
      #stage { flex: 3 1 320px; min-width: 0; border: 1px solid var(--mm-border); border-radius: var(--mm-radius); background: var(--mm-bg-2); }
-     #graph { width: 100%; height: auto; display: block; touch-action: none; cursor: grab; }
-     #details { flex: 1 1 200px; min-width: 0; max-height: 520px; overflow: auto; overflow-wrap: anywhere; }
+     #graph { width: 100%; height: auto; max-height: 300px; display: block; touch-action: none; cursor: grab; }
+     #details { flex: 1 1 200px; min-width: 0; max-height: 300px; overflow: auto; overflow-wrap: anywhere; }
+     @media (max-width: 539px) { #details { max-height: 80px; } .legend { gap: 8px; } } /* below the graph, not beside it */
      .edges line { stroke-width: 1.2; }
      .edges .source { stroke: var(--mm-muted); opacity: .45; }
      .edges .version { stroke: #d97706; stroke-width: 2; }

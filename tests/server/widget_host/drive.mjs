@@ -65,14 +65,26 @@ async function open(key, tool, args, { hostContext = LIGHT, width = 640 } = {}) 
   return { frame, resource, result };
 }
 
-async function shot(name) {
-  if (!config.screenshots) return;
+/** The widget's inline height as the host shows it (the iframe, sized from the widget's
+ * size-changed notifications) and as its content needs it (the document's scroll height). */
+async function measure(name) {
   await new Promise((resolve) => setTimeout(resolve, 300)); // let the host apply the widget's new height
-  await (await page.$("#widget")).screenshot({ path: join(config.screenshots, `widget-${name}.png`) });
+  const element = await page.$("#widget");
+  const shown = await element.evaluate((frame) => frame.getBoundingClientRect().height);
+  const content = await (await element.contentFrame()).evaluate(() => document.documentElement.scrollHeight);
+  heights[name] = { shown: Math.round(shown), content };
+  return element;
+}
+
+async function shot(name) {
+  const element = await measure(name);
+  if (!config.screenshots) return;
+  await element.screenshot({ path: join(config.screenshots, `widget-${name}.png`) });
 }
 
 const text = (frame, selector) => frame.$eval(selector, (node) => node.textContent);
 const out = {};
+const heights = {};
 
 // select-space: the picker lists the key's spaces; a click makes one active.
 {
@@ -116,6 +128,7 @@ const out = {};
 {
   const { frame } = await open(config.keys.reader, "guided-save", { prefill: "anything" }, { hostContext: null });
   await frame.waitForSelector("#nowhere:not([hidden])");
+  await measure("guided-save-reader");
   out.readerSave = { notice: await text(frame, "#nowhere"), formHidden: await frame.$eval("#form", (n) => n.hidden) };
 }
 
@@ -169,6 +182,15 @@ const out = {};
   out.graph = { nodes, edges, matches, details, fitted, zoomed };
 }
 
+// memory-graph in a narrow host: the details go below the graph, and still within the height.
+{
+  const { frame } = await open(config.keys.writer, "memory-graph", { containerTag: config.saveInto }, { width: 360 });
+  await frame.waitForSelector(".nodes g");
+  await frame.$eval(".nodes g", (g) => g.dispatchEvent(new MouseEvent("click", { bubbles: true })));
+  await measure("memory-graph-narrow");
+}
+
+out.heights = heights;
 out.calls = [...new Set(calls)].sort();
 await browser.close();
 await Promise.all(clients.map((c) => c.close()));
