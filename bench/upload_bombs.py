@@ -8,6 +8,13 @@ beside that of an ordinary file of the same kind and the outcome (the refusal, f
 - a .docx whose main part is named ``word/document.dat`` and inflates to 1 GiB (about 1 MB);
 - an ordinary PNG and .docx for the baseline.
 
+And imports (``memory-mcp import``, ``POST /v1/spaces/{key}/import``), each parsed as an import
+parses it (``importers.parse``) in a fresh process, with its time and the RSS it added:
+
+- a ChatGPT export zip of about 550 KB whose conversations.json holds one message of 100 MB of text
+  (inside the archive's 200:1 ratio);
+- a Markdown vault zip whose one note is 100 MB of text.
+
 The builders are shared with the tests (``tests/server/test_hardening_v3.py``).
 """
 
@@ -16,6 +23,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import random
+import string
 import struct
 import subprocess
 import sys
@@ -86,6 +95,86 @@ def ordinary_png() -> bytes:
     return out.getvalue()
 
 
+def _prose(size: int) -> bytes:
+    """``size`` bytes of words that deflate about 180:1: a sentence repeated, with a few random
+    letters every few KB so that the ratio stays under the archive limit of 200:1."""
+    rng = random.Random(7)
+    words = ["the", "crate", "dock", "east", "holds", "parts", "spare", "boiler", "every", "week"]
+    sentence = " ".join(rng.choice(words) for _ in range(200)) + ". "
+    out = bytearray()
+    while len(out) < size:
+        out += (sentence * 8 + "".join(rng.choice(string.ascii_lowercase) for _ in range(3)) + " ").encode()
+    return bytes(out[:size])
+
+
+def _deflated(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
+def chatgpt_import_bomb(text_bytes: int = 100_000_000) -> bytes:
+    """A ChatGPT export zip: one conversation, one user message of ``text_bytes`` of prose."""
+    head = (
+        b'[{"title": "Notes", "id": "c1", "current_node": "m1", "mapping": {"m1": {"id": "m1", '
+        b'"parent": null, "children": [], "message": {"author": {"role": "user"}, "create_time": 1700000000, '
+        b'"content": {"content_type": "text", "parts": ["'
+    )
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive,
+        archive.open(_deflated("conversations.json"), "w", force_zip64=True) as member,
+    ):
+        member.write(head)
+        member.write(_prose(text_bytes))
+        member.write(b'"]}}}}}]')
+    return out.getvalue()
+
+
+def markdown_import_bomb(text_bytes: int = 100_000_000) -> bytes:
+    """A vault zip with one note of ``text_bytes`` of prose."""
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive,
+        archive.open(_deflated("vault/Notes.md"), "w", force_zip64=True) as member,
+    ):
+        member.write(b"# Notes\n\n")
+        member.write(_prose(text_bytes))
+    return out.getvalue()
+
+
+_MEASURE_IMPORT = """
+import json, sys, time
+from pathlib import Path
+from memory_mcp.store import importers
+from memory_mcp.store.errors import ValidationError
+def status_kib(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+path, fmt = Path(sys.argv[1]), sys.argv[2]
+before = status_kib("VmRSS")  # the peak is measured from here: what the import itself added
+started, cpu = time.perf_counter(), time.process_time()
+try:
+    parsed = importers.parse(fmt, path)
+    outcome = f"{len(parsed.entries)} records; skipped: {[str(s) for s in parsed.skipped]}"
+except ValidationError as exc:
+    outcome = f"refused: {exc.message}"
+seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+peak = status_kib("VmHWM")
+print(json.dumps({"outcome": outcome, "seconds": seconds, "cpu_s": cpu, "added_mib": (peak - before) / 1024}))
+"""
+
+
+def measure_import(path: Path, fmt: str) -> dict[str, object]:
+    """Parse the import at `path` in a fresh process: its outcome, time and the RSS it added."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE_IMPORT, str(path), fmt], capture_output=True, text=True, check=True
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 _MEASURE = """
 import json, resource, sys
 from pathlib import Path
@@ -134,6 +223,19 @@ def main() -> None:
                 f"{name:40} {len(data) / 1024:9,.0f} KB  peak RSS {result['peak_mib']:7,.0f} MiB "
                 f"(+{result['added_mib']:,.0f} MiB while extracting; OCR process {result['ocr_mib']:,.0f} MiB)  "
                 f"{result['outcome']}"
+            )
+        imports = [
+            ("ChatGPT zip, one 100 MB message", chatgpt_import_bomb, "chatgpt", "export.zip"),
+            ("Markdown zip, one 100 MB note", markdown_import_bomb, "markdown", "vault.zip"),
+        ]
+        for name, build_import, fmt, file_name in imports:
+            data = build_import()
+            path = Path(folder) / file_name
+            path.write_bytes(data)
+            result = measure_import(path, fmt)
+            print(
+                f"{name:40} {len(data) / 1024:9,.0f} KB  {result['seconds']:5.2f} s "
+                f"({result['cpu_s']:.2f} s CPU), +{result['added_mib']:,.0f} MiB RSS  {result['outcome']}"
             )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from bench import upload_bombs
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import spaces
 from memory_mcp.store.access import Access
@@ -350,4 +351,21 @@ async def test_two_imports_of_one_file_at_once_never_duplicate_or_fail_with_a_50
     assert await spaces.space_counts(server.db, "twice") == (40, 0)
     again = await post_import(server, key, "twice", "jsonl", "export.jsonl", content)
     assert again.status_code == 200 and again.json()["imported"] == 0
+
+async def test_an_archive_holding_a_text_no_document_can_hold_is_refused_before_it_is_all_read(
+    server: RunningServer,
+) -> None:
+    key = await curator_of(server, "bombs")
+    answer = await post_import(
+        server, key, "bombs", "chatgpt", "export.zip", upload_bombs.chatgpt_import_bomb()
+    )
+    assert answer.status_code == 422, answer.text
+    assert "more than a document can hold" in answer.json()["message"]
+    assert "not read further" in answer.json()["message"]
+    vault = await post_import(
+        server, key, "bombs", "markdown", "vault.zip", upload_bombs.markdown_import_bomb()
+    )
+    assert vault.status_code == 200, vault.text
+    assert any("Notes.md is over 5,065,536 characters" in s for s in vault.json()["skipped"])
+    assert await spaces.space_counts(server.db, "bombs") == (0, 0)
 

@@ -191,6 +191,13 @@ class Builder:
         """
         kept: list[tuple[Part, list[tuple[int, int, str]]]] = []
         refused = 0
+        # Measured before any part is scanned for credentials: a document that cannot be stored costs
+        # no scan of its text (100 MB of it once took half a minute).
+        if sum(len(part.text) for part in parts) > validation.MAX_EXTRACTED_TEXT + len(SEPARATOR) * len(
+            parts
+        ):
+            self.skip(where, f"not imported: its text is over {validation.MAX_EXTRACTED_TEXT:,} characters")
+            return
         for part in parts:
             text = part.text.strip()
             if not text:

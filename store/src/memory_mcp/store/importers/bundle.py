@@ -10,10 +10,11 @@ member may not claim more than :data:`~..validation.MAX_ARCHIVE_RATIO` times its
 
 from __future__ import annotations
 
+import codecs
 import json
 import stat
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -23,6 +24,11 @@ from .. import validation
 from ..errors import ValidationError
 
 RATIO_FLOOR = 1024 * 1024  # members smaller than this are not held to the ratio
+CHUNK = 1024 * 1024  # bytes read (or inflated) at a time
+# No document holds more than MAX_EXTRACTED_TEXT characters, so a JSON string longer than this many
+# bytes (six per character at most, as \uXXXX escapes) can never be imported: a file holding one is
+# refused when the reading passes it, before the rest is inflated, decoded or parsed.
+MAX_JSON_STRING_BYTES = 6 * validation.MAX_EXTRACTED_TEXT
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,10 @@ class Bundle:
         return self.find(base_name)
 
     def json(self, name: str) -> Any:
-        """A file's JSON value; refused (ValidationError) when it is not JSON."""
+        """A file's JSON value; refused (ValidationError) when it is not JSON, or as soon as the
+        reading passes a string that no document could hold (:data:`MAX_JSON_STRING_BYTES`)."""
         try:
-            return json.loads(self.text(name))
+            return json.loads(self.json_text(name))
         except json.JSONDecodeError as exc:
             raise ValidationError(
                 "file", f"{name} is not valid JSON ({exc.msg} at line {exc.lineno})"
@@ -99,13 +106,22 @@ class Bundle:
 
     def read(self, name: str) -> bytes:
         """A file's bytes; refused (ValidationError) past the size limits."""
+        return b"".join(self._chunks(name))
+
+    def _chunks(self, name: str, watch: Callable[[bytes], None] = lambda _: None) -> Iterator[bytes]:
+        """A file's bytes a chunk at a time, each shown to ``watch`` (which may refuse the file)
+        before the next is read or inflated; refused past the size limits."""
         if self.archive is None:
             target = self.path if not self.path.is_dir() else self.path / name
             try:
                 self._count(target.stat().st_size, name)
-                return target.read_bytes()
+                with target.open("rb") as handle:
+                    while chunk := handle.read(CHUNK):
+                        watch(chunk)
+                        yield chunk
             except OSError as exc:
                 raise ValidationError("file", f"{name} cannot be read ({exc.strerror or exc})") from None
+            return
         info = self.archive.getinfo(name)
         self._count(info.file_size, name)
         if info.file_size > RATIO_FLOOR and info.file_size > validation.MAX_ARCHIVE_RATIO * max(
@@ -116,21 +132,58 @@ class Bundle:
                 f"{name} would unpack to {info.file_size} bytes from {info.compress_size}: "
                 "refused as a likely zip bomb",
             )
+        read = 0
         try:
             with self.archive.open(info) as member:
-                data = member.read(info.file_size + 1)
+                while chunk := member.read(CHUNK):
+                    read += len(chunk)
+                    if read > info.file_size:
+                        raise ValidationError("file", f"{name} holds more than its archive entry declares")
+                    watch(chunk)
+                    yield chunk
         except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
             raise ValidationError("file", f"{name} cannot be read from the archive ({exc})") from None
-        if len(data) > info.file_size:
-            raise ValidationError("file", f"{name} holds more than its archive entry declares")
-        return data
 
-    def text(self, name: str) -> str:
-        data = self.read(name)
+    def head(self, name: str) -> str:
+        """The first chunk of a file as text (undecodable bytes replaced): enough to tell its kind."""
         try:
-            return data.decode("utf-8-sig")
+            if self.archive is None:
+                target = self.path if not self.path.is_dir() else self.path / name
+                with target.open("rb") as handle:
+                    data = handle.read(CHUNK)
+            else:
+                with self.archive.open(name) as member:
+                    data = member.read(CHUNK)
+        except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
+            raise ValidationError("file", f"{name} cannot be read ({exc})") from None
+        return data.decode("utf-8", "replace")
+
+    def json_text(self, name: str) -> str:
+        """A JSON (or JSON lines) file's text, refused as :meth:`json` refuses one."""
+        return self._decoded(name, self._chunks(name, _LongStrings(name)))
+
+    def text(self, name: str, max_chars: int | None = None) -> str:
+        """A file's UTF-8 text; with ``max_chars``, refused as soon as the reading passes that many
+        characters (the rest is never read or inflated)."""
+        return self._decoded(name, self._chunks(name), max_chars)
+
+    @staticmethod
+    def _decoded(name: str, chunks: Iterable[bytes], max_chars: int | None = None) -> str:
+        decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        parts: list[str] = []
+        length = 0
+        try:
+            for chunk in chunks:
+                parts.append(decoder.decode(chunk))
+                length += len(parts[-1])
+                if max_chars is not None and length > max_chars:
+                    raise ValidationError(
+                        "file", f"{name} is over {max_chars:,} characters; not read further"
+                    )
+            parts.append(decoder.decode(b"", final=True))
         except UnicodeDecodeError:
             raise ValidationError("file", f"{name} is not UTF-8 text") from None
+        return "".join(parts)
 
     def _count(self, size: int, name: str) -> None:
         self._read += size
@@ -180,3 +233,29 @@ def open_bundle(path: Path) -> Bundle:
             )
         return Bundle(path, archive)
     return Bundle(path)
+
+
+class _LongStrings:
+    """Watches a JSON file's bytes for a run without a quote longer than any string a document can
+    hold (a quote inside a string is escaped, so a string is at most one such run)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.run = 0  # bytes since the last quote
+        self.seen = 0
+
+    def __call__(self, chunk: bytes) -> None:
+        pieces = chunk.split(b'"')
+        longest = self.run + len(pieces[0])
+        if len(pieces) > 1:
+            longest = max(longest, *map(len, pieces[1:-1]), 0)
+            self.run = len(pieces[-1])
+        else:
+            self.run = longest
+        self.seen += len(chunk)
+        if max(longest, self.run) > MAX_JSON_STRING_BYTES:
+            raise ValidationError(
+                "file",
+                f"{self.name} holds a text of over {MAX_JSON_STRING_BYTES:,} bytes (by byte {self.seen:,}), "
+                f"more than a document can hold ({validation.MAX_EXTRACTED_TEXT:,} characters); not read further",
+            )

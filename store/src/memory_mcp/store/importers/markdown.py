@@ -26,7 +26,7 @@ import yaml
 
 from ..errors import ValidationError
 from ..transfer import MARKDOWN_NOTE
-from ..validation import CATEGORY_RE, MAX_CATEGORY
+from ..validation import CATEGORY_RE, MAX_CATEGORY, MAX_EXTRACTED_TEXT
 from .base import Builder, Part, from_iso, short
 from .bundle import Bundle, File
 
@@ -43,7 +43,10 @@ def parse(bundle: Bundle, builder: Builder) -> None:
         raise ValidationError("file", "no Markdown files (.md, .markdown) in it")
     for file in files:
         try:
-            text = bundle.text(file.name)
+            # A note becomes one document: past what one holds, it is refused before the rest of
+            # it is read or inflated. A file of ``export --format markdown`` is read memory by memory.
+            export = f"\n  {MARKDOWN_NOTE}" in bundle.head(file.name)
+            text = bundle.text(file.name, None if export else MAX_EXTRACTED_TEXT + MAX_FRONT_MATTER)
         except ValidationError as exc:
             builder.skip(f"file {file.name}", f"not imported: {exc.message}")
             continue

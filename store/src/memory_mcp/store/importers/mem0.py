@@ -67,7 +67,7 @@ def parse(bundle: Bundle, builder: Builder) -> None:
 
 
 def _items(bundle: Bundle, name: str, builder: Builder) -> list[Any]:
-    text = bundle.text(name)
+    text = bundle.json_text(name)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:

@@ -39,7 +39,7 @@ def parse(bundle: Bundle, builder: Builder) -> None:
     name = bundle.pick("memory.json") or bundle.pick("memory.jsonl")
     if name is None:
         raise ValidationError("file", "no memory.json in it: give the memory server's memory.json")
-    for number, item in _objects(bundle.text(name), builder):
+    for number, item in _objects(bundle.json_text(name), builder):
         kind = item.get("type")
         if kind == "relation" or (kind is None and "relationType" in item):
             _relation(item, number, builder)
