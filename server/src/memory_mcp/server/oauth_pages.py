@@ -84,7 +84,7 @@ _WHERE_KEYS_COME_FROM = (
     "<li><strong>A key of your own</strong>: whoever runs the server makes one with "
     "<code>memory-mcp key create NAME --user YOU --grant SPACE=ReadWrite</code>; it is shown once.</li>"
     "<li><strong>In your organisation's cluster</strong>: the platform team keeps your key in a "
-    "Kubernetes Secret (<code>kubectl get secret NAME -o jsonpath='{.data.api-key}' | base64 -d</code>), "
+    "Kubernetes Secret (<code>kubectl get secret NAME -n NAMESPACE -o jsonpath='{.data.api-key}' | base64 -d</code>), "
     "or hands it to you.</li></ul>"
     '<p class="muted">Keys begin with <code>mmk_</code>.</p>'
 )
