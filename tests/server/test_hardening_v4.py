@@ -8,20 +8,22 @@ import asyncio
 import base64
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
+from sqlalchemy import text
 
 from bench import upload_bombs
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.store import spaces
 from memory_mcp.store.access import Access
+from memory_mcp.store.db import Database
 from tests.cli_support import Admin
 from tests.factories import make_key, make_space, make_user
-from tests.server.conftest import RunningServer, run_server
+from tests.server.conftest import RunningServer, free_port, run_server, serve_process
 from tests.server.loopback_tls import Certificates, HttpsServer, make_certificates, serve_https
 from tests.server.oauth_flow import REDIRECT, Flow
 
@@ -186,7 +188,7 @@ def certificates(tmp_path: Path) -> Certificates:
 
 
 @pytest.fixture
-def documents(certificates: Certificates, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[HttpsServer]:
+def documents(certificates: Certificates, monkeypatch: pytest.MonkeyPatch) -> Iterator[HttpsServer]:
     monkeypatch.setenv("SSL_CERT_FILE", str(certificates.ca))
     with serve_https(certificates) as https:
         yield https
@@ -257,7 +259,7 @@ async def post_import(
 
 
 def chatgpt_export(title: str) -> bytes:
-    message = {
+    message: dict[str, Any] = {
         "id": "m1",
         "message": {
             "author": {"role": "user"},
@@ -352,6 +354,7 @@ async def test_two_imports_of_one_file_at_once_never_duplicate_or_fail_with_a_50
     again = await post_import(server, key, "twice", "jsonl", "export.jsonl", content)
     assert again.status_code == 200 and again.json()["imported"] == 0
 
+
 async def test_an_archive_holding_a_text_no_document_can_hold_is_refused_before_it_is_all_read(
     server: RunningServer,
 ) -> None:
@@ -369,3 +372,106 @@ async def test_an_archive_holding_a_text_no_document_can_hold_is_refused_before_
     assert any("Notes.md is over 5,065,536 characters" in s for s in vault.json()["skipped"])
     assert await spaces.space_counts(server.db, "bombs") == (0, 0)
 
+
+# --- signing keys -----------------------------------------------------------------------------------
+
+
+async def refused_within(bases: list[str], token: str, seconds: float) -> float:
+    """How long until every server refuses ``token`` (401); fails after ``seconds``."""
+    started = asyncio.get_running_loop().time()
+    pending = set(bases)
+    async with httpx2.AsyncClient(timeout=30) as http:
+        while pending:
+            for base in list(pending):
+                who = await http.get(f"{base}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+                assert who.status_code in (200, 401), who.text
+                if who.status_code == 401:
+                    pending.discard(base)
+            elapsed = asyncio.get_running_loop().time() - started
+            assert elapsed <= seconds, f"{sorted(pending)} still take the token after {elapsed:.1f} s"
+            await asyncio.sleep(0.2)
+    return asyncio.get_running_loop().time() - started
+
+
+async def test_a_retired_key_is_refused_by_every_server_within_five_seconds(
+    db_urls: tuple[str, str], db: Database
+) -> None:
+    space = await make_space(db)
+    key = await make_key(db, await make_user(db), {space: Access.READ}, space)
+    admin = Admin(db_urls[1])
+    port = free_port()
+    env = {
+        "MEMORY_MCP_OAUTH_ACCESS_TOKEN_TTL_S": "60",
+        "MEMORY_MCP_DOCUMENT_WORKERS": "0",
+        # Two pods of one server: one public origin, so one issuer and one audience.
+        "MEMORY_MCP_PUBLIC_URL": f"http://127.0.0.1:{port}",
+    }
+    with serve_process(db_urls[0], port=port, **env) as one, serve_process(db_urls[0], **env) as two:
+        bases = [one.base, two.base]
+        async with httpx2.AsyncClient(base_url=one.base, timeout=30) as http:
+            flow = Flow(http)
+            await flow.register()
+            old = (await flow.tokens(key))["access_token"]
+            async with httpx2.AsyncClient(timeout=30) as other:
+                for base in bases:  # both servers have read the key and take its token
+                    who = await other.get(f"{base}/v1/whoami", headers={"Authorization": f"Bearer {old}"})
+                    assert who.status_code == 200, who.text
+            # A rotation keeps the old key for one token lifetime, by the clock: once that has
+            # passed (here: moved into the past), servers that already know the key refuse it.
+            admin.ok("oauth", "keys", "rotate")
+            async with db.transaction() as conn:
+                await conn.execute(
+                    text(
+                        "UPDATE oauth_signing_keys SET retired_at = now() - interval '61 seconds' "
+                        "WHERE kid = :kid"
+                    ),
+                    {"kid": kid_of(old)},
+                )
+            await refused_within(bases, old, 5.0)
+            # Retired at once (a leak): refused everywhere within 5 s, and the next token is signed
+            # by a key that still verifies.
+            current = await flow.tokens(key)
+            async with httpx2.AsyncClient(timeout=30) as other:
+                for base in bases:
+                    who = await other.get(
+                        f"{base}/v1/whoami", headers={"Authorization": f"Bearer {current['access_token']}"}
+                    )
+                    assert who.status_code == 200, who.text
+            leaked = kid_of(current["access_token"])
+            done = admin.ok("oauth", "keys", "retire", leaked)
+            assert f"retired signing key {leaked}" in done.stderr + done.stdout
+            await refused_within(bases, current["access_token"], 5.0)
+            assert "no signing key" in admin.refused("oauth", "keys", "retire", leaked)
+            fresh = await flow.tokens(key)
+            assert kid_of(fresh["access_token"]) != leaked
+            async with httpx2.AsyncClient(timeout=30) as other:
+                for base in bases:
+                    who = await other.get(
+                        f"{base}/v1/whoami", headers={"Authorization": f"Bearer {fresh['access_token']}"}
+                    )
+                    assert who.status_code == 200, who.text
+
+
+# --- forwarded headers ------------------------------------------------------------------------------
+
+
+def registrations(base: str, forwarded_for: list[str]) -> list[int]:
+    body = {"client_name": "App", "redirect_uris": [REDIRECT]}
+    return [
+        httpx2.post(
+            f"{base}/register", json=body, headers={"X-Forwarded-For": address}, timeout=30
+        ).status_code
+        for address in forwarded_for
+    ]
+
+
+def test_forwarded_for_is_believed_only_from_configured_proxies(db_urls: tuple[str, str]) -> None:
+    env = {"MEMORY_MCP_OAUTH_REGISTRATIONS_PER_HOUR": "2", "MEMORY_MCP_DOCUMENT_WORKERS": "0"}
+    addresses = ["203.0.113.1", "203.0.113.2", "203.0.113.3"]
+    # By default no proxy is believed, loopback included: a new address per request changes nothing.
+    with serve_process(db_urls[0], **env) as direct:
+        assert registrations(direct.base, addresses) == [201, 201, 429]
+    # Behind a configured proxy each client has its own limit, and one client still meets it.
+    with serve_process(db_urls[0], **env, MEMORY_MCP_FORWARDED_ALLOW_IPS='["127.0.0.1"]') as proxied:
+        assert registrations(proxied.base, addresses) == [201, 201, 201]
+        assert registrations(proxied.base, ["198.51.100.7"] * 3) == [201, 201, 429]

@@ -122,3 +122,25 @@ def keys_rotate(data_dir: DataDir = None, database_url: DatabaseUrl = None) -> N
     console.print(
         f"new signing key {on_database(data_dir, database_url, work)}; older keys verify until their tokens expire"
     )
+
+
+@keys_app.command("retire")
+def keys_retire(
+    kid: Annotated[str, typer.Argument(help="The key id (kid) to retire", show_default=False)],
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Retire a signing key at once (it leaked): every token it signed is refused within seconds on
+    every server, and new tokens are signed by another key. Apps sign in again or refresh."""
+    from memory_mcp.store import oauth_keys
+
+    async def work(settings: Settings, db: Database) -> bool:
+        if settings.oauth_signing_keys_dir is not None:
+            raise fail(
+                "the signing keys are files (oauth_signing_keys_dir): remove its PEM file there instead"
+            )
+        return await oauth_keys.retire_signing_key(db, kid, actor=ACTOR)
+
+    if not on_database(data_dir, database_url, work):
+        raise fail(f"no signing key '{kid}'")
+    console.print(f"retired signing key {kid}; the tokens it signed are refused from now on")

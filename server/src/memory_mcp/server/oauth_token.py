@@ -123,6 +123,8 @@ def build_router(service: MemoryService) -> APIRouter:
         except oauth.OAuthError as exc:
             if exc.event is not None:
                 metrics.OAUTH_EVENTS.labels(event=exc.event).inc()
+            if exc.error == "invalid_grant":  # a code or refresh token that is not (or no longer) good
+                count_failure(request.scope)
             return oauth_error("token", exc.error, exc.description)
         body = {
             "access_token": tokens.access_token,

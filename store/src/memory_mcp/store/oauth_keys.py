@@ -20,6 +20,9 @@ from .db import Database
 from .errors import StoreError
 
 ALGORITHM = "EdDSA"  # Ed25519: small keys, and a signature checks in tens of microseconds
+# How old a pod's copy of the keys may be when it signs or verifies a token: a key retired with
+# ``oauth keys retire`` is refused everywhere this long after (the target is 5 s).
+RECHECK_S = 2.0
 
 
 def b64(data: bytes) -> str:
@@ -80,33 +83,37 @@ class SigningKeys:
 
     Keys come from a folder of PEM files (a Kubernetes Secret; the name sorting last signs) when
     ``folder`` is set, else from the database, where the first pod to need one creates it. Kept in
-    memory, and read again every ``refresh_s`` (so every pod signs with a rotated key within a
-    minute) or when an unknown ``kid`` arrives (at most once every ``reload_s``).
+    memory and read again when they are ``recheck_s`` old and a token is to be signed or checked:
+    every pod signs with a rotated key, learns of a new ``kid`` and refuses a key retired at once
+    (``retire_signing_key``) within ``recheck_s``, at the cost of one indexed read per interval.
+    A retired key's overlap is kept by the clock on every check, not by the next read.
     """
 
-    def __init__(
-        self, folder: Path | None, overlap_s: int, reload_s: float = 5.0, refresh_s: float = 60.0
-    ) -> None:
+    def __init__(self, folder: Path | None, overlap_s: int, recheck_s: float = RECHECK_S) -> None:
         self.folder = folder
         self.overlap_s = overlap_s
-        self.reload_s = reload_s
-        self.refresh_s = refresh_s
+        self.recheck_s = recheck_s
         self._keys: dict[str, SigningKey] = {}
         self._signing: SigningKey | None = None
         self._loaded_at = float("-inf")
 
+    def _stale(self) -> bool:
+        return time.monotonic() - self._loaded_at >= self.recheck_s
+
     async def signing_key(self, db: Database) -> SigningKey:
-        if self._signing is None or time.monotonic() - self._loaded_at >= self.refresh_s:
+        if self._signing is None or self._stale():
             await self._load(db, create=True)
         assert self._signing is not None
         return self._signing
 
     async def verification_key(self, db: Database, kid: str) -> SigningKey | None:
-        key = self._keys.get(kid)
-        if key is None and time.monotonic() - self._loaded_at >= self.reload_s:
+        """The key named ``kid`` while it may verify: live, or retired less than the overlap ago."""
+        if self._stale():
             await self._load(db, create=False)
-            key = self._keys.get(kid)
-        return key
+        key = self._keys.get(kid)
+        if key is None or key.retired_at is None:
+            return key
+        return key if (datetime.now(UTC) - key.retired_at).total_seconds() < self.overlap_s else None
 
     async def all_public(self, db: Database) -> list[dict[str, str]]:
         await self.signing_key(db)
@@ -173,3 +180,18 @@ async def add_signing_key(db: Database, retire_others: bool = False, actor: str 
         )
         await record(conn, actor, "oauth.signing_key_added", "oauth_signing_key", kid)
     return kid
+
+
+async def retire_signing_key(db: Database, kid: str, actor: str = "system") -> bool:
+    """Delete the signing key ``kid`` at once, without an overlap (a key that leaked): the tokens it
+    signed are refused on every pod within :data:`RECHECK_S`, and the next token is signed by
+    another key (a new one when it was the only one). False when there is no such key."""
+    async with db.transaction() as conn:
+        gone = (
+            await conn.execute(
+                text("DELETE FROM oauth_signing_keys WHERE kid = :kid RETURNING kid"), {"kid": kid}
+            )
+        ).first()
+        if gone is not None:
+            await record(conn, actor, "oauth.signing_key_retired", "oauth_signing_key", kid)
+    return gone is not None
