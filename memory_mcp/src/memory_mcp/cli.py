@@ -65,6 +65,15 @@ def serve(
             help="auto (readable in a terminal, JSON lines otherwise), text or json",
         ),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            "--forwarded-allow-ips",
+            metavar="ADDRESSES",
+            help="Proxies (addresses or networks, comma-separated) whose X-Forwarded-For is believed; "
+            "default none",
+        ),
+    ] = None,
 ) -> None:
     """Serve MCP at /mcp (plus /v1, /healthz, /readyz, /metrics); embedded PostgreSQL by default."""
     import uvicorn
@@ -83,6 +92,9 @@ def serve(
         database_url=database_url,
         embedder=embedder,
         log_format=log_format,
+        forwarded_allow_ips=None
+        if forwarded_allow_ips is None
+        else [a.strip() for a in forwarded_allow_ips.split(",") if a.strip()],
     )
     configure_logging(settings.log_level, settings.log_format)
     exit_on_sigterm()
@@ -124,6 +136,9 @@ def serve(
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=settings.shutdown_grace_s,
+            # uvicorn believes loopback's forwarded headers unless told otherwise
+            proxy_headers=bool(settings.forwarded_allow_ips),
+            forwarded_allow_ips=settings.forwarded_allow_ips or None,
         )
         ReadyServer(config, lambda port: print_ready(settings.host, port, key_file)).run()
     except DatabaseSetupError as exc:

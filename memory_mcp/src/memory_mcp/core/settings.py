@@ -117,6 +117,10 @@ class Settings(BaseSettings):
     # failures answer 429 with Retry-After (valid keys keep working; docs/security.md).
     auth_failure_limit: int = Field(default=20, ge=1)
     auth_failure_window_s: float = Field(default=60.0, gt=0)
+    # Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or networks, e.g.
+    # the ingress controller's pod network). None by default: any client, a local one included,
+    # could otherwise name a new address per request and escape every per-address limit.
+    forwarded_allow_ips: list[str] = Field(default_factory=list)
     # After SIGTERM, requests in flight get this long to finish before their connections are
     # closed (uvicorn otherwise waits for the last client to hang up). With the lifespan's own
     # shutdown it fits the chart's terminationGracePeriodSeconds (60).
