@@ -31,6 +31,7 @@ COMPUTED_DEFAULTS = {
     "data_dir": "`$XDG_DATA_HOME/memory-mcp`, else `~/.local/share/memory-mcp`",
     "cache_dir": "`$XDG_CACHE_HOME/memory-mcp`, else `~/.cache/memory-mcp`",
     "oauth_redirect_hosts": "`[]` (any https host)",
+    "forwarded_allow_ips": "`[]` (none)",
 }
 
 # (heading, {field: what it does}), in the order of the page.
@@ -54,6 +55,9 @@ SECTIONS: list[tuple[str, dict[str, str]]] = [
             "auth_failure_limit": "Failed authentications per client address, and per key prefix, in "
             "one window before further failures answer 429.",
             "auth_failure_window_s": "Length of that window, in seconds.",
+            "forwarded_allow_ips": "Proxies (addresses or networks) whose `X-Forwarded-For` and "
+            '`X-Forwarded-Proto` are believed, as JSON (`["10.0.0.0/8"]`; `--forwarded-allow-ips` '
+            "takes them comma-separated). Empty: the client's own address counts.",
             "shutdown_grace_s": "After SIGTERM, how long requests in flight may finish before their "
             "connections are closed.",
         },
