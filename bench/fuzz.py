@@ -21,6 +21,11 @@ embedder, the bootstrap key), then:
 - decompression bombs (bench/upload_bombs.py: the 12,500 x 12,500 PNG and the .docx whose
   document.dat inflates to 1 GiB) uploaded, and waited for until the worker is done with them, while
   the server's RSS is sampled every 50 ms (psutil): before, after and the peak are printed;
+- flood (``--requests``, the target 100,000): hostile requests to the auth and import paths from 8
+  threads: forged bearers naming this server's signing key (a signature not ours, another issuer, a
+  payload not JSON or nested past the parser), nested headers, cut and altered real tokens, on /v1,
+  /mcp and /revoke; junk /token forms, /authorize queries and /register bodies; hostile import
+  files (dry runs); after eight refresh races, each checked to revoke its grant;
 - OAuth (/register, /authorize GET and POST, /authorize/consent, /token, /revoke, the metadata
   documents): hypothesis-drawn JSON, form bodies and query strings, repeated parameters, bad PKCE
   challenges, bad redirect URIs, oversized client metadata, client ids that are metadata-document
@@ -39,7 +44,8 @@ errors not shaped {error, message, field}, OAuth back-channel errors without {er
 error_description} and /authorize errors that are not an HTML page are listed (reported, not
 failed); the raw request of each 5xx is printed to reproduce it.
 
-    python -m bench.fuzz [--examples 60] [--surfaces rest,mcp,upload,import,oauth,bomb]
+    python -m bench.fuzz [--examples 60] [--requests 10000] [--surfaces rest,mcp,upload,import,oauth,bomb,flood]
+    python -m bench.fuzz --surfaces flood --requests 100000   # the hostile-request target
     python -m bench.fuzz --examples 20          # the quick run
 """
 
@@ -47,10 +53,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import io
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -997,7 +1005,169 @@ async def oauth_wrong_steps(sender: Sender) -> None:
         tally("POST /token (revoked refresh token)", await app.refresh(refresh))
 
 
-SURFACES = ("rest", "mcp", "upload", "import", "oauth", "bomb")
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def hostile_bearers(kid: str, real: str) -> list[tuple[str, str]]:
+    """Bearer tokens by what they try: forgeries that name this server's signing key (a signature
+    that is not ours, another issuer, a payload that is not JSON), headers and payloads nested past
+    any parser, the real token cut or changed, and strings that are no token at all."""
+    ours = {"alg": "EdDSA", "kid": kid, "typ": "at+jwt"}
+    claims = json.loads(base64.urlsafe_b64decode(real.split(".")[1] + "=="))
+    sig = b64url(b"\x00" * 64)
+
+    def jwt_of(header: bytes, payload: bytes, signature: str = sig) -> str:
+        return ".".join([b64url(header), b64url(payload), signature])
+
+    head = json.dumps(ours).encode()
+    return [
+        ("our kid, not our signature", jwt_of(head, json.dumps(claims).encode())),
+        (
+            "our kid, another issuer",
+            jwt_of(head, json.dumps({**claims, "iss": "https://x.example/"}).encode()),
+        ),
+        ("our kid, payload not JSON", jwt_of(head, b"not json")),
+        ("our kid, payload nested", jwt_of(head, b"[" * 5000 + b"]" * 5000)),
+        ("header nested 2 KB", jwt_of(b"[" * 1000 + b"]" * 1000, b"{}")),
+        ("header nested in kid", jwt_of(b'{"kid":' + b"[" * 700 + b"]" * 700 + b"}", b"{}")),
+        ("alg none", jwt_of(json.dumps({**ours, "alg": "none"}).encode(), json.dumps(claims).encode(), "")),
+        (
+            "HS256 with our kid",
+            jwt_of(json.dumps({**ours, "alg": "HS256"}).encode(), json.dumps(claims).encode()),
+        ),
+        ("real token cut", real[:-10]),
+        ("real token, last byte changed", real[:-1] + ("A" if real[-1] != "A" else "B")),
+        ("real token, spaces list of objects", jwt_of(head, json.dumps({**claims, "spaces": [{}]}).encode())),
+        ("header not base64", "%%%." + real.split(".", 1)[1]),
+        ("two dots only", ".."),
+        ("refresh-shaped", "mmr_" + "x" * 43),
+        ("key-shaped", "mmk_0123456789_" + "y" * 40),
+        ("long junk", "z" * 8000),
+    ]
+
+
+def flood_requests(
+    kid: str, real: str, client_id: str, curator: str, rng: random.Random
+) -> Callable[[], tuple[str, str, str, str, dict[str, Any]]]:
+    """A maker of hostile requests to the auth and import paths: (surface, label, method, path,
+    keyword arguments of ``Sender.send``), drawn with ``rng``."""
+    bearers = hostile_bearers(kid, real)
+    imports = [(n, b) for n, b in IMPORT_BODIES if len(b) < 256 * 1024 and n != "many lines"]
+    forms = ["grant_type", "code", "refresh_token", "client_id", "redirect_uri", "code_verifier", "resource"]
+
+    def junk() -> str:
+        return rng.choice([*NASTY[:12], client_id, REDIRECT, "S256", "refresh_token", "authorization_code"])
+
+    def make() -> tuple[str, str, str, str, dict[str, Any]]:
+        name, bearer = rng.choice(bearers)
+        auth = {"Authorization": f"Bearer {bearer}"}
+        pick = rng.randrange(100)
+        if pick < 25:
+            return "flood", f"GET /v1 ({name})", "GET", "/v1/whoami", {"headers": auth}
+        if pick < 45:
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            return (
+                "flood",
+                f"POST /mcp ({name})",
+                "POST",
+                "/mcp",
+                {"json": call, "headers": {**auth, **paths.MCP_ACCEPT}},
+            )
+        if pick < 65:
+            return (
+                "flood",
+                f"POST /revoke ({name})",
+                "POST",
+                "/revoke",
+                {"data": {"token": bearer}, "shape": "oauth"},
+            )
+        if pick < 80:
+            form = {f: junk() for f in rng.sample(forms, rng.randint(1, len(forms)))}
+            if rng.random() < 0.5:
+                form["refresh_token"] = bearer
+            return "flood", "POST /token", "POST", "/token", {"data": form, "shape": "oauth"}
+        if pick < 88:
+            params = {
+                f: junk() for f in rng.sample(["client_id", "redirect_uri", "state", "code_challenge"], 3)
+            }
+            return "flood", "GET /authorize", "GET", "/authorize", {"params": params, "shape": "page"}
+        if pick < 94:
+            body = rng.choice([b"[" * 4000, b"{}", b"null", json.dumps({"redirect_uris": [junk()]}).encode()])
+            return (
+                "flood",
+                "POST /register",
+                "POST",
+                "/register",
+                {"data": body, "shape": "oauth", "headers": {"Content-Type": "application/json"}},
+            )
+        what, body = rng.choice(imports)
+        fmt = rng.choice(IMPORT_FORMATS)
+        return (
+            "flood",
+            f"POST import ({what})",
+            "POST",
+            f"/v1/spaces/default/import?from={fmt}&dryRun=true",
+            {"files": {"file": ("export", body)}, "headers": {"Authorization": f"Bearer {curator}"}},
+        )
+
+    return make
+
+
+def fuzz_flood(sender: Sender, curator: str, count: int, workers: int = 8) -> float:
+    """``count`` hostile requests to the auth and import paths from ``workers`` threads; their rate."""
+    asyncio.run(race_refreshes(sender))
+    token, client_id = asyncio.run(real_token(sender))
+    kid = json.loads(base64.urlsafe_b64decode(token.split(".")[0] + "=="))["kid"]
+    started = time.monotonic()
+    per_worker = [count // workers + (1 if n < count % workers else 0) for n in range(workers)]
+
+    def work(n: int, todo: int) -> None:
+        own = Sender(sender.base, sender.key, sender.tally)
+        make = flood_requests(kid, token, client_id, curator, random.Random(n))
+        for _ in range(todo):
+            surface, label, method, path, kw = make()
+            own.send(surface, label, method, path, **kw)
+
+    threads = [threading.Thread(target=work, args=(n, todo)) for n, todo in enumerate(per_worker)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return count / (time.monotonic() - started)
+
+
+async def real_token(sender: Sender) -> tuple[str, str]:
+    """An access token of a registered app (for its key id and claims), and the app's client id."""
+    async with httpx2.AsyncClient(base_url=sender.base, timeout=60) as http:
+        app = Flow(http)
+        await app.register(client_name="Fuzz flood app")
+        tokens = await app.tokens(sender.key)
+        return tokens["access_token"], app.client_id
+
+
+async def race_refreshes(sender: Sender, trials: int = 8) -> None:
+    """One refresh token presented twice at once: the loser is refused and the grant revoked (a 5xx
+    or a winner whose tokens still work is a failure)."""
+    async with httpx2.AsyncClient(base_url=sender.base, timeout=60) as http:
+        app = Flow(http)
+        await app.register(client_name="Fuzz race app")
+        for _ in range(trials):
+            tokens = await app.tokens(sender.key)
+            answers = await asyncio.gather(
+                app.refresh(tokens["refresh_token"]), app.refresh(tokens["refresh_token"])
+            )
+            for answer in answers:
+                sender.tally.http("oauth", "POST /token (refresh race)", answer.status_code)
+            won = [a for a in answers if a.status_code == 200]
+            if won:
+                later = await app.refresh(won[0].json()["refresh_token"])
+                sender.tally.http("oauth", "POST /token (after the race)", later.status_code)
+                if later.status_code == 200:
+                    sender.tally.server_errors.append("oauth refresh race: the grant stayed live")
+
+
+SURFACES = ("rest", "mcp", "upload", "import", "oauth", "bomb", "flood")
 
 
 def check_log(path: Path) -> tuple[int, list[str], list[str]]:
@@ -1071,6 +1241,9 @@ def serve(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
             # client id that is a metadata URL waits at most this long for a host that never answers.
             "MEMORY_MCP_OAUTH_REGISTRATIONS_PER_HOUR": "1000000",
             "MEMORY_MCP_OAUTH_CIMD_TIMEOUT_S": "2",
+            # Past the failure budget every refusal is a 429 from the throttle: raised, so that the
+            # flood's hostile tokens reach the code that reads them.
+            "MEMORY_MCP_AUTH_FAILURE_LIMIT": "1000000000",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         },
@@ -1083,6 +1256,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--examples", type=int, default=60, help="generated cases per operation and mode / per tool"
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=10_000,
+        help="hostile requests of the flood surface (auth and import paths; the target is 100,000)",
     )
     parser.add_argument(
         "--surfaces",
@@ -1118,6 +1297,9 @@ def main() -> None:
             fuzz_oauth(sender, args.examples)
         if "bomb" in surfaces:
             bombs = fuzz_bombs(sender, server.pid)
+        if "flood" in surfaces:
+            rate = fuzz_flood(sender, paths.curate_key(data_dir), args.requests)
+            print(f"flood: {args.requests} hostile requests at {rate:.0f} a second")
         elapsed = time.monotonic() - started
         server.send_signal(signal.SIGTERM)
         server.wait(30)
