@@ -83,11 +83,18 @@ def _app_only(tool: Any) -> bool:
     return isinstance(ui, dict) and ui.get("visibility") == ["app"]
 
 
-def _without_ui(tool: Any) -> Any:
-    """A launcher as a client without MCP Apps sees it: no widget reference, and no output schema,
-    as its structured result is the widget's data (such a client reads the text)."""
+LEAN_OUTPUT = {"type": "object"}
+
+
+def _lean(tool: Any) -> Any:
+    """A tool as a 2026-07-28 client without MCP Apps sees it. A launcher has no widget reference
+    and no output schema, as its structured result is the widget's data (such a client reads the
+    text). Any other tool's output schema says only that its result is an object: its field names
+    (885 of 8,143 characters) tell a model nothing before it calls, and the result it reads names
+    them; descriptions, inputs and annotations are whole."""
     if "ui" not in (tool.meta or {}):
-        return tool
+        lean = LEAN_OUTPUT if tool.output_schema is not None else None
+        return tool.model_copy(update={"output_schema": lean})
     meta = {k: v for k, v in tool.meta.items() if k != "ui"}
     return tool.model_copy(update={"meta": meta or None, "output_schema": None})
 
@@ -131,7 +138,7 @@ class MemoryMCPServer(MCPServer):
         # its capabilities with the request (2026-07-28) and declares no MCP Apps gets the lean list.
         if ctx.session.client_capabilities is not None and not client_supports_apps(ctx):
             # Nor do a launcher's widget reference and widget data (880 characters of 8.8k).
-            tools = [_without_ui(tool) for tool in tools if not _app_only(tool)]
+            tools = [_lean(tool) for tool in tools if not _app_only(tool)]
         return ListToolsResult(tools=tools)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
