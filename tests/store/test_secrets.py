@@ -220,6 +220,7 @@ def test_unicode_text() -> None:
         (f"SK{_random(32, _HEX)}", "twilio_key"),
         (f"sk-ant-api03-{_random(90)}", "anthropic_api_key"),
         (f"sk-{_random(48)}", "openai_api_key"),
+        (f"the workspace token is glwt-{_random(20)}", "gitlab_token"),
     ],
 )
 def test_targeted_positives(text: str, kind: str) -> None:

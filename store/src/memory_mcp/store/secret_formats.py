@@ -48,6 +48,7 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
             ("glagent-", "Kubernetes agent token"),
             ("glsoat-", "SCIM token"),
             ("glffct-", "feature flags client token"),
+            ("glwt-", "workspace token"),
         )
     ),
     TokenFormat("gitlab_token", "GitLab session cookie", "_gitlab_session=", r"[0-9a-f]{32}"),
