@@ -1,11 +1,15 @@
-"""A memory's life through the MCP tools and REST: idempotent saves, folded duplicates, forget by id."""
+"""A memory's life through the MCP tools and REST: idempotent saves, folded duplicates, expiry, and
+forgets with a reason or as a dry run."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from datetime import UTC, datetime, timedelta
 
 import httpx2
 
+from memory_mcp.store import audit
 from tests.server.conftest import RunningServer, mcp_session
 from tests.server.test_tools import writer_key
 
@@ -58,3 +62,29 @@ async def test_rest_saves_take_the_key_in_the_body_or_the_idempotency_key_header
         assert too_long.status_code == 422 and too_long.json()["field"] == "idempotencyKey"
         listed = await http.get("/v1/memories")
         assert listed.json()["pagination"]["total"] == 1
+
+
+async def test_expiry_dry_runs_and_reasons_through_mcp_and_rest(server: RunningServer) -> None:
+    key = await writer_key(server)
+    later = (datetime.now(UTC) + timedelta(days=2)).isoformat()
+    async with mcp_session(server, key) as s:
+        saved = await s.ok("add_memory", content="The cafeteria is closed this week.", expiresAt=later)
+        assert saved["memory"]["expiresAt"].startswith(later[:19]) and "live until" in saved["message"]
+        assert "expiresAt: must be in the future" in await s.error(
+            "add_memory", content="Yesterday's news.", expiresAt="2020-01-01T00:00:00Z"
+        )
+        dry = await s.ok("add_memory", action="forget", memoryId=saved["memory"]["id"], dryRun=True)
+        assert dry["status"] == "would_forget" and dry["memory"]["status"] == "live"
+        assert (await s.ok("listMemories"))["pagination"]["total"] == 1
+    async with httpx2.AsyncClient(base_url=server.base, headers={"Authorization": f"Bearer {key}"}) as http:
+        exported = await http.get("/v1/spaces/team/export")
+        (line,) = [json.loads(x) for x in exported.text.splitlines() if x.strip()]
+        assert line["expiresAt"].startswith(later[:19])
+        gone = await http.post(
+            "/v1/memories/forget", json={"memoryId": saved["memory"]["id"], "reason": "the week is over"}
+        )
+        assert gone.json()["status"] == "forgotten"
+        bad = await http.post("/v1/memories", json={"content": "x y z", "expiresAt": "not a date"})
+        assert bad.status_code == 422 and bad.json()["field"] == "expiresAt"
+    (event,) = await audit.list_events(server.db, action="memory.forgotten")
+    assert event.details["reason"] == "the week is over"

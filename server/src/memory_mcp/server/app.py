@@ -28,7 +28,7 @@ from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import BulkPolicy, Embedder, EmbedderUnavailable, make_embedder
 from memory_mcp.embedder.static import StaticModelUnavailable, static_model_for
 from memory_mcp.server.backfill import backfill, backfill_static
-from memory_mcp.store import memories
+from memory_mcp.store import memories, validation
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 access_log = logging.getLogger("memory_mcp.access")
 BACKFILL_INTERVAL_S = 30.0
 RECALL_FLUSH_INTERVAL_S = 2.0
+EXPIRY_PURGE_INTERVAL_S = 60.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # An upload's body is its file plus the multipart boundaries and form fields around it.
 UPLOAD_ENVELOPE_BYTES = 64 * 1024
@@ -303,6 +304,7 @@ def create_app(
                 else []
             ),
             asyncio.create_task(_flush_recalls(service)),
+            asyncio.create_task(_purge_expired(service)),
             *(asyncio.create_task(w.run()) for w in workers),
         ]
         try:
@@ -415,6 +417,19 @@ async def _flush_recalls(service: MemoryService) -> None:
             pass  # the database logs the outage once; the next flush tries again
         except Exception:
             log.exception("recording recalls failed")
+
+
+async def _purge_expired(service: MemoryService) -> None:
+    """Retire memories past their expiry's grace period; every pod runs this, one at a time acts."""
+    while True:
+        await asyncio.sleep(EXPIRY_PURGE_INTERVAL_S)
+        try:
+            while await memories.purge_expired(service.db, validation.EXPIRED_GRACE_S) > 0:
+                pass  # a backlog goes in batches, each its own transaction
+        except DatabaseUnavailable:
+            pass  # the database logs the outage once; the next round tries again
+        except Exception:
+            log.exception("purging expired memories failed")
 
 
 async def _maintain_static(service: MemoryService, settings: Settings) -> None:

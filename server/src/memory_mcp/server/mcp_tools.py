@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -11,7 +12,7 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ToolAnnota
 from pydantic import Field
 
 from memory_mcp.core import package_version
-from memory_mcp.store import validation
+from memory_mcp.store import memories, validation
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.models import Caller
 
@@ -140,12 +141,31 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
                 max_length=validation.MAX_IDEMPOTENCY_KEY,
             ),
         ] = None,
+        expiresAt: Annotated[
+            datetime | None, Field(description="action=save: the fact stops being live then (ISO 8601)")
+        ] = None,
+        reason: Annotated[
+            str | None,
+            Field(
+                description="action=forget: why, kept in the audit log", max_length=memories.MAX_FORGET_REASON
+            ),
+        ] = None,
+        dryRun: Annotated[bool, Field(description="action=forget: only say what would be forgotten")] = False,
     ) -> Annotated[CallToolResult, AddOut]:
         return await call(
             "add_memory",
             service,
             lambda c: service.add(
-                c, content, action, category, containerTag, memoryId, idempotency_key=idempotencyKey
+                c,
+                content,
+                action,
+                category,
+                containerTag,
+                memoryId,
+                idempotency_key=idempotencyKey,
+                expires_at=expiresAt,
+                reason=reason,
+                dry_run=dryRun,
             ),
             render.add,
         )

@@ -6,13 +6,14 @@ repeats the request back, and bad input is a 4xx, never a 500.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from memory_mcp.store import validation
+from memory_mcp.store import memories, validation
 
 from . import rest_documents, rest_export, rest_review
 from .rest_common import (
@@ -70,6 +71,9 @@ class SaveIn(BaseModel):
             max_length=validation.MAX_IDEMPOTENCY_KEY,
         ),
     ] = None
+    expiresAt: Annotated[
+        datetime | None, Field(description="The memory stops being live then (searched, listed, counted)")
+    ] = None
 
 
 class ForgetIn(BaseModel):
@@ -88,6 +92,10 @@ class ForgetIn(BaseModel):
         Storable,
     ] = None
     containerTag: OptionalSpaceKey = None
+    reason: Annotated[
+        str | None, Field(description="Why, kept in the audit event", max_length=memories.MAX_FORGET_REASON)
+    ] = None
+    dryRun: Annotated[bool, Field(description="Only answer what would be forgotten; change nothing")] = False
 
     @model_validator(mode="after")
     def _one_target(self) -> ForgetIn:
@@ -169,6 +177,7 @@ def build_router(service: MemoryService) -> APIRouter:
             body.containerTag,
             body.memoryId,
             idempotency_key=body.idempotencyKey or idempotency_key,
+            expires_at=body.expiresAt,
         )
 
     @router.post("/memories/forget", response_model=AddOut, response_model_exclude_none=True)
@@ -179,7 +188,16 @@ def build_router(service: MemoryService) -> APIRouter:
         a close restatement of one memory); anything else forgets nothing and lists the candidates
         with their ids.
         """
-        return await service.add(c, body.content or "", "forget", None, body.containerTag, body.memoryId)
+        return await service.add(
+            c,
+            body.content,
+            "forget",
+            None,
+            body.containerTag,
+            body.memoryId,
+            reason=body.reason,
+            dry_run=body.dryRun,
+        )
 
     @router.get("/search", response_model=SearchOut, response_model_exclude_none=True)
     async def search(

@@ -35,7 +35,7 @@ class Out(BaseModel):
     model_config = ConfigDict(json_schema_extra=_compact_schema)
 
 
-MemoryStatus = Literal["live", "superseded", "forgotten", "proposed", "rejected"]
+MemoryStatus = Literal["live", "superseded", "forgotten", "proposed", "rejected", "expired"]
 AccessLevel = Literal["Read", "ReadWrite", "Curate"]
 
 
@@ -72,6 +72,7 @@ class MemoryOut(Out):
     updatedBy: str | None = None
     updatedByUserId: str | None = None
     forgottenAt: datetime | None = None
+    expiresAt: datetime | None = Field(default=None, description="Not live from then on")
     source: SourceOut | None = Field(
         default=None, description="Where in its document a piece of a document is"
     )
@@ -95,6 +96,7 @@ class MemoryOut(Out):
             supersedesId=str(m.supersedes_id) if m.supersedes_id else None,
             documentId=str(m.document_id),
             forgottenAt=m.forgotten_at,
+            expiresAt=m.expires_at,
             source=SourceOut.of(m),
             **_attribution(m),
             **_review(m),
@@ -172,6 +174,7 @@ AddStatus = Literal[
     "proposed",
     "already_proposed",
     "forget_proposed",
+    "would_forget",
 ]
 
 

@@ -302,25 +302,31 @@ class MemoryService:
         memory_id: str | None = None,
         *,
         idempotency_key: str | None = None,
+        expires_at: datetime | None = None,
+        reason: str | None = None,
+        dry_run: bool = False,
     ) -> AddOut:
         """Save ``content`` (as the next version of ``memory_id`` when given), or forget a memory:
         exactly ``memory_id`` when given (``content`` is then not needed), else the one ``content``
-        clearly designates. A save repeating ``idempotency_key`` returns the first save's result."""
+        clearly designates. A save repeating ``idempotency_key`` returns the first save's result; one
+        with ``expires_at`` is live until then. A forget keeps ``reason`` in its audit event and, with
+        ``dry_run``, says what it would forget and changes nothing."""
         if action not in ("save", "forget"):
             raise ValidationError("action", "must be 'save' or 'forget'")
         idempotency_key = validation.idempotency_key(idempotency_key)
+        expires_at = validation.expires_at(expires_at)
         ctx = identity.resolve_space(caller, container_tag)
         # The store checks again; checking here first refuses before any embedding work is spent.
         memories.require_write(ctx)
         if action == "forget":
             if content is None and memory_id is None:
                 raise ValidationError("content", "give memoryId, or the text of the memory to forget")
-            return await self._forget(ctx, content or "", memory_id)
+            return await self._forget(ctx, content or "", memory_id, reason=reason, dry_run=dry_run)
         if content is None:
             raise ValidationError(
                 "content", "required to save; to forget, give action=forget and memoryId (or the text)"
             )
-        return await self._save(ctx, content, category, memory_id, idempotency_key)
+        return await self._save(ctx, content, category, memory_id, idempotency_key, expires_at)
 
     async def _save(
         self,
@@ -329,12 +335,18 @@ class MemoryService:
         category: str | None,
         memory_id: str | None = None,
         idempotency_key: str | None = None,
+        expires_at: datetime | None = None,
     ) -> AddOut:
         if isinstance(content, str) and len(content.strip()) > validation.MAX_CONTENT:
             if memory_id is not None:
                 raise ValidationError(
                     "content",
                     f"a new version of a memory is one memory: at most {validation.MAX_CONTENT} characters",
+                )
+            if expires_at is not None:
+                raise ValidationError(
+                    "expiresAt",
+                    f"applies to one memory: content of at most {validation.MAX_CONTENT} characters",
                 )
             return await self._save_document(ctx, content, category)
         try:
@@ -361,6 +373,7 @@ class MemoryService:
             supersedes_id=previous.id if previous else None,
             static_embedding=self._static_vector(content),
             idempotency_key=idempotency_key,
+            expires_at=expires_at,
         )
         if result.replayed:
             return self._replayed(ctx, result)
@@ -377,6 +390,8 @@ class MemoryService:
                 embedded=result.memory.has_embedding,
             )
         later = "" if vector is not None else f" It will be embedded for semantic search later ({reason})."
+        if expires_at is not None:
+            later = f" It is live until {expires_at.isoformat()}.{later}"
         if result.superseded is not None:
             return AddOut(
                 action="save",
@@ -438,7 +453,15 @@ class MemoryService:
             embedded=embedded,
         )
 
-    async def _forget(self, ctx: SpaceContext, content: str, memory_id: str | None = None) -> AddOut:
+    async def _forget(
+        self,
+        ctx: SpaceContext,
+        content: str,
+        memory_id: str | None = None,
+        *,
+        reason: str | None = None,
+        dry_run: bool = False,
+    ) -> AddOut:
         vector = None
         if memory_id is None:
             content = validation.content(content)
@@ -452,7 +475,19 @@ class MemoryService:
             threshold=self.settings.forget_threshold,
             margin=self.settings.forget_margin,
             memory_id=memory_id,
+            reason=reason,
+            dry_run=dry_run,
         )
+        if result.forgotten is not None and result.dry_run:
+            return AddOut(
+                action="forget",
+                status="already_forgotten" if result.already else "would_forget",
+                space=ctx.space.key,
+                message=f"Dry run, nothing changed: this memory in space '{ctx.space.key}' was forgotten already:"
+                if result.already
+                else f"Dry run, nothing changed: a forget would forget this memory in space '{ctx.space.key}':",
+                memory=MemoryOut.of(result.forgotten),
+            )
         if result.forgotten is not None and result.proposed:
             if not result.already:
                 metrics.PROPOSALS.labels(proposal="forget", state="proposed").inc()

@@ -340,7 +340,8 @@ async def _insert_memories(
             text(
                 "SELECT s.key, s.write_policy, s.max_memories, CASE WHEN s.max_memories IS NOT NULL THEN "
                 "(SELECT count(*) FROM memories m WHERE m.space_id = s.id AND (m.is_latest AND m.forgotten_at "
-                "IS NULL OR m.review = 'proposed')) END AS n FROM spaces s WHERE s.id = :s"
+                "IS NULL AND (m.expires_at IS NULL OR m.expires_at > now()) OR m.review = 'proposed')) END AS n "
+                "FROM spaces s WHERE s.id = :s"
             ),
             {"s": ctx_space},
         )

@@ -260,7 +260,8 @@ async def list_spaces(db: Database, caller: Caller) -> list[SpaceSummary]:
                       (SELECT count(*) FROM documents d WHERE d.space_id = s.id AND d.source <> 'memory')
                         AS documents,
                       (SELECT count(*) FROM memories m
-                        WHERE m.space_id = s.id AND m.is_latest AND m.forgotten_at IS NULL) AS memories,
+                        WHERE m.space_id = s.id AND m.is_latest AND m.forgotten_at IS NULL
+                          AND (m.expires_at IS NULL OR m.expires_at > now())) AS memories,
                       GREATEST((SELECT max(updated_at) FROM documents d WHERE d.space_id = s.id),
                                (SELECT max(updated_at) FROM memories m WHERE m.space_id = s.id)) AS last_activity
                     FROM unnest(CAST(:ids AS uuid[])) AS s(id)

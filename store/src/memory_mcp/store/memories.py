@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import text
@@ -21,7 +22,9 @@ from .errors import AccessDenied, Conflict, NotFound, QuotaExceeded, SecretRefus
 from .models import Document, ForgetResult, Memory, Page, SaveResult, SpaceContext
 from .secrets import find_secret
 
-LIVE = "m.is_latest AND m.forgotten_at IS NULL"
+# Live: the latest version, not forgotten, not expired. The first two are every live index's
+# predicate; an expired memory is left out at once and retired by ``purge_expired`` later.
+LIVE = "m.is_latest AND m.forgotten_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
 
 # A memory's text as duplicates are told: runs of whitespace one space, trimmed, lower-cased, hashed
 # (the expression of the index ``memories_live_folded``, migration 0012). Folded by PostgreSQL on
@@ -40,7 +43,7 @@ MEMORY_SELECT = """
            m.created_by_user_id, cu.display_name AS created_by,
            m.updated_by_user_id, uu.display_name AS updated_by,
            m.embedding IS NOT NULL AS has_embedding,
-           m.char_start, m.char_end, m.page, m.start_s, m.end_s
+           m.char_start, m.char_end, m.page, m.start_s, m.end_s, m.expires_at
     FROM memories m
     JOIN spaces s ON s.id = m.space_id
     LEFT JOIN users cu ON cu.id = m.created_by_user_id
@@ -103,6 +106,7 @@ def memory_from_row(row: Any) -> Memory:
         page=row.page,
         start_s=row.start_s,
         end_s=row.end_s,
+        expires_at=row.expires_at,
     )
 
 
@@ -234,9 +238,9 @@ _INSERT_SQL = """
     )
     INSERT INTO memories (space_id, document_id, content, content_hash, category, version, supersedes_id,
                           embedding, static_embedding, created_by_user_id, updated_by_user_id,
-                          is_latest, review)
+                          is_latest, review, expires_at)
     SELECT :s, d.id, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), CAST(:se AS halfvec), :u, :u,
-           CAST(:review AS text) IS NULL, :review FROM d
+           CAST(:review AS text) IS NULL, :review, :exp FROM d
     RETURNING id
 """
 
@@ -274,8 +278,9 @@ async def save_memory(
     supersedes_id: uuid.UUID | None = None,
     static_embedding: Sequence[float] | None = None,
     idempotency_key: str | None = None,
+    expires_at: datetime | None = None,
 ) -> SaveResult:
-    """Save one statement as a document and its memory.
+    """Save one statement as a document and its memory (live until ``expires_at`` when given).
 
     With an ``idempotency_key``, a save that repeats one the same API key made with that key within
     ``validation.IDEMPOTENCY_WINDOW_S`` returns that save's result (``SaveResult.replayed``) and
@@ -303,11 +308,17 @@ async def save_memory(
     user_id = ctx.caller.user.id
     space_id = ctx.space.id
     vector = HalfVector(embedding) if embedding is not None else None
+    expires_at = validation.expires_at(expires_at)
     claim = _Claim.of(ctx, idempotency_key)
     try:
         async with db.transaction([space_id]) as conn:
             if claim is not None and (replay := await claim.take(conn)) is not None:
                 return replay
+            # An expired memory of the same text still holds its place in the live unique index
+            # until the purge job comes: it is retired now, so the text can live again.
+            await _retire_expired(
+                conn, "m.space_id = :s AND m.content_hash = :h", {"s": space_id, "h": digest}
+            )
             quota_locked = False
             for _ in range(_SUPERSEDE_ATTEMPTS):
                 before = (
@@ -373,6 +384,7 @@ async def save_memory(
                         "e": vector,
                         "se": HalfVector(static_embedding) if static_embedding is not None else None,
                         "review": "proposed" if review else None,
+                        "exp": expires_at,
                     },
                 )
             ).scalar_one()
@@ -584,9 +596,12 @@ async def forget_memory(
     threshold: float = 0.75,
     margin: float = 0.05,
     memory_id: str | uuid.UUID | None = None,
+    reason: str | None = None,
+    dry_run: bool = False,
 ) -> ForgetResult:
     """Soft-forget exactly ``memory_id`` (an id or short id) when it is given; otherwise the memory
-    ``content`` designates: its id (or short id), its exact text, or one clear match.
+    ``content`` designates: its id (or short id), its exact text, or one clear match. ``reason`` is
+    kept in the audit event; with ``dry_run`` the answer is the same and nothing changes.
 
     A clear match is a text of at least ``validation.MIN_FORGET_WORDS`` words that resembles one
     memory as a whole (meaning or trigram similarity at least ``threshold``, ``margin`` ahead of the
@@ -597,6 +612,8 @@ async def forget_memory(
     """
     if memory_id is None:
         content = validation.content(content)
+    reason = validation.optional_text(reason, "reason", MAX_FORGET_REASON)
+    refuse_secrets(reason=reason)
     require_write(ctx)
     space_id = ctx.space.id
     async with db.transaction([space_id]) as conn:
@@ -624,6 +641,8 @@ async def forget_memory(
             ):
                 return ForgetResult(forgotten=None, candidates=tuple(m for m, _ in candidates[:5]))
             target = best
+        if dry_run:
+            return ForgetResult(forgotten=target, already=target.forgotten_at is not None, dry_run=True)
         if ctx.space.write_policy == "Review" and target.forgotten_at is None:
             return await _propose_forget(conn, ctx, target)
         # The row lock of this UPDATE orders concurrent forgets; those that come second find the
@@ -649,10 +668,67 @@ async def forget_memory(
             str(target.id),
             space_id=space_id,
             actor_user_id=ctx.caller.user.id,
-            details={"chars": len(target.content)},
+            details={"chars": len(target.content), **({"reason": reason} if reason else {})},
         )
         forgotten = await _fetch_memory(conn, "m.id = :id", {"id": target.id})
     return ForgetResult(forgotten=forgotten)
+
+
+MAX_FORGET_REASON = 500  # why a memory was forgotten, kept in its audit event
+
+
+async def _retire_expired(
+    conn: AsyncConnection, where: str, params: dict[str, Any], limit: int = 1000
+) -> int:
+    """Retire (as forgotten, history kept) up to ``limit`` expired live memories matching ``where``
+    (over ``memories m``), each with a ``memory.expired`` audit event; rows another transaction holds
+    are skipped (it retires them). Returns how many."""
+    rows = (
+        await conn.execute(
+            text(
+                "UPDATE memories SET forgotten_at = now(), updated_at = now() WHERE id IN ("
+                f"  SELECT m.id FROM memories m WHERE {where} AND m.is_latest AND m.forgotten_at IS NULL"
+                "   AND m.expires_at <= now() ORDER BY m.expires_at LIMIT :lim FOR UPDATE SKIP LOCKED"
+                ") RETURNING id, space_id, document_id, length(content) AS chars, expires_at, created_by_user_id"
+            ),
+            {**params, "lim": limit},
+        )
+    ).all()
+    for row in rows:
+        await touch_after_forget(conn, row.document_id, row.created_by_user_id)
+        await record(
+            conn,
+            "system:expiry",
+            "memory.expired",
+            "memory",
+            str(row.id),
+            space_id=row.space_id,
+            details={"chars": row.chars, "expiresAt": row.expires_at},
+        )
+    return len(rows)
+
+
+# Any fixed 64-bit number: one purge at a time across every server pod.
+PURGE_LOCK_ID = 0x6D656D6578706972
+
+
+async def purge_expired(db: Database, grace_s: float, limit: int = 1000) -> int:
+    """Retire memories expired more than ``grace_s`` ago (each a ``memory.expired`` audit event) and
+    drop idempotency keys past their window. Any pod may call it; one runs at a time (an advisory
+    lock: the others return 0 at once). Returns how many memories were retired."""
+    async with _every_space(db) as conn:
+        if not (
+            await conn.execute(text("SELECT pg_try_advisory_xact_lock(:id)"), {"id": PURGE_LOCK_ID})
+        ).scalar():
+            return 0
+        retired = await _retire_expired(
+            conn, "m.expires_at < now() - make_interval(secs => :grace)", {"grace": grace_s}, limit
+        )
+        await conn.execute(
+            text("DELETE FROM save_requests WHERE created_at < now() - make_interval(secs => :w)"),
+            {"w": validation.IDEMPOTENCY_WINDOW_S},
+        )
+    return retired
 
 
 async def touch_after_forget(conn: AsyncConnection, document_id: uuid.UUID, user_id: uuid.UUID) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from .access import Access, Role
@@ -154,15 +154,20 @@ class Memory:
     review_reason: str | None = None
     forget_review: str | None = None  # proposed | accepted | rejected: a forget under review
     forget_proposed_by: str | None = None
+    expires_at: datetime | None = None  # no longer live from then on (the purge job retires it later)
 
     @property
     def status(self) -> str:
-        """live, proposed, rejected, superseded or forgotten (see ``memories.MEMORY_STATUSES``)."""
+        """live, proposed, rejected, superseded, forgotten or expired (see ``memories.MEMORY_STATUSES``)."""
         if self.review in ("proposed", "rejected"):
             return self.review
         if self.forgotten_at is not None:
             return "forgotten"
-        return "live" if self.is_latest else "superseded"
+        if not self.is_latest:
+            return "superseded"
+        if self.expires_at is not None and self.expires_at <= datetime.now(UTC):
+            return "expired"
+        return "live"
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ class ForgetResult:
     candidates: tuple[Memory, ...] = ()  # when ambiguous, nothing is forgotten
     already: bool = False  # the memory had been forgotten before (by this or a concurrent request)
     proposed: bool = False  # under Review: a forget proposal was recorded; the memory is still live
+    dry_run: bool = False  # ``forgotten`` is what would be forgotten; nothing changed
 
 
 T = TypeVar("T")

@@ -208,7 +208,7 @@ async def space_counts(db: Database, key: str) -> tuple[int, int] | None:
             await conn.execute(
                 text(
                     "SELECT (SELECT count(*) FROM memories WHERE space_id = :id AND is_latest "
-                    "AND forgotten_at IS NULL) AS memories, "
+                    "AND forgotten_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS memories, "
                     "(SELECT count(*) FROM documents WHERE space_id = :id AND source <> 'memory') AS documents"
                 ),
                 {"id": space.id},

@@ -60,7 +60,7 @@ async def _columns(conn: AsyncConnection) -> set[str]:
             "SELECT table_name || '.' || column_name FROM information_schema.columns "
             "WHERE table_schema = current_schema() AND table_name IN ('memories', 'documents') "
             "AND column_name IN ('review', 'source', 'category', 'file_name', 'forgotten_at', "
-            "'char_start', 'char_end', 'page', 'start_s', 'end_s', 'static_embedding')"
+            "'char_start', 'char_end', 'page', 'start_s', 'end_s', 'static_embedding', 'expires_at')"
         )
     )
     return set(rows.scalars())
@@ -130,11 +130,14 @@ async def export_records(
         review = "m.review" if "memories.review" in cols else "NULL AS review"
         position = [(column, name) for column, name, _ in POSITION if f"memories.{column}" in cols]
         where = "".join(f", m.{column}" for column, _ in position)
+        expiry = "m.expires_at" if "memories.expires_at" in cols else "NULL AS expires_at"
         which = "true" if history else "m.is_latest AND m.forgotten_at IS NULL"
+        if not history and "memories.expires_at" in cols:
+            which += " AND (m.expires_at IS NULL OR m.expires_at > now())"  # live: not expired
         rows = await conn.stream(
             text(
                 "SELECT m.id, m.content, m.category, m.version, m.supersedes_id, m.is_latest, m.forgotten_at, "
-                f"m.created_at, m.updated_at, {review}{where}, d.id AS doc_id, d.title AS doc_title, "
+                f"m.created_at, m.updated_at, {review}{where}, {expiry}, d.id AS doc_id, d.title AS doc_title, "
                 f"{real_doc} AS real_doc, {_PEOPLE} FROM memories m JOIN documents d ON d.id = m.document_id "
                 "LEFT JOIN users cu ON cu.id = m.created_by_user_id "
                 "LEFT JOIN users uu ON uu.id = m.updated_by_user_id "
@@ -156,6 +159,7 @@ async def export_records(
                 "createdAt": _iso(m.created_at),
                 "updatedAt": _iso(m.updated_at),
                 "forgottenAt": _iso(m.forgotten_at),
+                **({"expiresAt": _iso(m.expires_at)} if m.expires_at is not None else {}),
                 **{name: getattr(m, column) for column, name in position},
                 "createdBy": _person(m.c_name, m.c_email, m.c_display),
                 "updatedBy": _person(m.u_name, m.u_email, m.u_display),
@@ -242,6 +246,7 @@ class Entry:
     position: dict[str, int | float] = field(default_factory=dict)  # column -> value, as POSITION
     document: str | None = None
     forgotten_at: datetime | None = None
+    expires_at: datetime | None = None
     title: str = ""
     doc_type: str = "text"
     source: str | None = None
@@ -326,6 +331,7 @@ def _entry(number: int, raw: object) -> Entry:
             supersedes=None if supersedes is None else _identifier(supersedes, "supersedes"),
             document=None if document is None else _identifier(document, "document"),
             forgotten_at=_timestamp(raw.get("forgottenAt"), "forgottenAt"),
+            expires_at=_timestamp(raw.get("expiresAt"), "expiresAt"),
             title=title,
             position=_position(raw),
         )
@@ -578,6 +584,8 @@ class _Importer:
         static_column = "memories.static_embedding" in self.cols and any(v is not None for v in statics)
         review = "memories.review" in self.cols
         position = [column for column, _, _ in POSITION if f"memories.{column}" in self.cols]
+        if "memories.expires_at" in self.cols:
+            position.append("expires_at")  # written as given, like a position
         async with self.db.transaction([self.space_id]) as conn:
             await self._check_quota(conn, sum(e.status == "live" for e in todo))
             docs, mems = [], []
@@ -627,6 +635,7 @@ class _Importer:
                         "up": e.updated_at or e.created_at,
                         "r": e.status if e.status in ("proposed", "rejected") else None,
                         **{column: e.position.get(column) for column in position},
+                        **({"expires_at": e.expires_at} if "expires_at" in position else {}),
                     }
                 )
             if docs:

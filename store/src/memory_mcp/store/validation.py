@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
+from datetime import UTC, datetime
 from typing import Literal, get_args
 
 from .errors import ValidationError
@@ -29,6 +30,10 @@ MAX_MEMORY_ID = 36
 # save's result (a retry after a timeout stores nothing twice).
 MAX_IDEMPOTENCY_KEY = 255
 IDEMPOTENCY_WINDOW_S = 24 * 3600
+# An expired memory leaves search, listings and counts at once; this long after it expired the purge
+# job retires it (as forgotten: history kept, a memory.expired audit event); until then listMemories
+# with status=all shows it as expired.
+EXPIRED_GRACE_S = 7 * 24 * 3600
 # add_memory content beyond MAX_CONTENT becomes one document of several memories, up to this.
 MAX_DOCUMENT_TEXT = 100_000
 # The text extracted from one uploaded file: about 2,500 pages, 2,500-5,000 memories (minutes of
@@ -253,4 +258,17 @@ def idempotency_key(value: str | None, field: str = "idempotencyKey") -> str | N
         raise ValidationError(field, f"must be 1-{MAX_IDEMPOTENCY_KEY} characters")
     if _UNFIT.search(value):
         raise ValidationError(field, "must not contain control characters")
+    return value
+
+
+def expires_at(value: datetime | None, field: str = "expiresAt") -> datetime | None:
+    """When a memory stops being live: a moment in the future, with a time zone (UTC if none)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(field, "must be a date and time (ISO 8601)")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    if value <= datetime.now(UTC):
+        raise ValidationError(field, "must be in the future")
     return value
