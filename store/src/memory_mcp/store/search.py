@@ -1,7 +1,9 @@
 """Hybrid recall inside one space: semantic (HNSW) + full text + the static embedding, fused by score, plus filters.
 
 ``keyword`` is a literal substring filter (trigram index: codes, partial words) and ``category`` an
-exact tag filter; both restrict every mode. Only latest, unforgotten memories are searched.
+exact tag filter; both restrict every mode. Only live memories (latest, unforgotten, unexpired:
+``memories.LIVE``) are searched. Every filter is part of each candidate statement's WHERE, so none
+is applied after the top k are cut (tests/store/test_search_filters.py).
 
 Every default below was chosen with ``python -m bench.retrieval`` (quality) and ``python -m
 bench.scale`` (latency); docs/performance.md has the figures.
