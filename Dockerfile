@@ -92,8 +92,10 @@ sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spe
 # install, into the read-only image: a pod then loads it in a second instead of distilling it into
 # its emptyDir on every start (minutes on a busy node).
 ENV MEMORY_MCP_STATIC_EMBEDDING_DIR=/opt/memory-mcp
+# Readable by the image's user (10001): the distiller writes its files for the user that made them.
 RUN python -c "from pathlib import Path; from memory_mcp.embedder.static import load_static_model; \
-load_static_model(Path('/opt/memory-mcp'))"
+load_static_model(Path('/opt/memory-mcp'))" \
+    && chmod -R a+rX /opt/memory-mcp
 RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
 USER 10001:10001
 EXPOSE 8765

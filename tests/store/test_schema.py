@@ -55,6 +55,20 @@ def test_missing_extension_is_named(pg: EmbeddedPostgres) -> None:
         run_migrations(owner, 384)
 
 
+def test_a_schema_newer_than_the_release_is_refused_as_it_is(pg: EmbeddedPostgres) -> None:
+    """A pod of an older image meeting a database a newer release migrated (a rollback, a rolling
+    update's old pod): one line saying so, and the schema left alone."""
+    _app, owner = fresh_database(pg)
+    engine = create_engine(async_url(owner))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(DatabaseSetupError, match=r"revision 9999, newer than this release knows"):
+        run_migrations(owner, 384)
+    with engine.connect() as conn:
+        assert current_revision(conn) == "9999"
+    engine.dispose()
+
+
 async def test_rls_holds_on_its_own(db: Database, db_urls: tuple[str, str]) -> None:
     await make_space(db, "red")
     await make_space(db, "blue")

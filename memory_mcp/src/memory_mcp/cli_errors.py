@@ -47,13 +47,18 @@ def explain(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)"
 
 
-def _is_expected(exc: BaseException) -> bool:
-    """Errors of the embedder and the manifests say what to do in their message."""
-    from memory_mcp.apply import ManifestError
-    from memory_mcp.embedder.client import EmbedderUnavailable
-    from memory_mcp.embedder.static import StaticModelUnavailable
+# Errors of the embedder and the manifests say what to do in their message. Named, not imported: an
+# image holds only its own components (the server's has no operator, the operator's no embedder),
+# and the mapping of an error must not fail on a module that is not there.
+_EXPECTED = {
+    "memory_mcp.apply.ManifestError",
+    "memory_mcp.embedder.client.EmbedderUnavailable",
+    "memory_mcp.embedder.static.StaticModelUnavailable",
+}
 
-    return isinstance(exc, EmbedderUnavailable | StaticModelUnavailable | ManifestError)
+
+def _is_expected(exc: BaseException) -> bool:
+    return any(f"{cls.__module__}.{cls.__qualname__}" in _EXPECTED for cls in type(exc).__mro__)
 
 
 class OneLineErrors(TyperGroup):

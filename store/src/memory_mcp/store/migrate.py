@@ -8,6 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Connection, create_engine, text
 
 from .db import REQUIRED_EXTENSIONS, async_url
@@ -54,6 +55,19 @@ def _ensure_extensions(conn: Connection) -> None:
             ) from exc
 
 
+def _refuse_unknown_revision(revision: str | None) -> None:
+    """A schema this code has no migration for was made by a newer release: say so, change nothing."""
+    if revision is None:
+        return
+    try:
+        ScriptDirectory.from_config(_config()).get_revision(revision)
+    except CommandError:
+        raise DatabaseSetupError(
+            f"the database schema is at revision {revision}, newer than this release knows (its newest "
+            f"is {head_revision()}): run the release that migrated it, or a later one"
+        ) from None
+
+
 def run_migrations(url: str, embedding_dim: int = 384, app_role: str | None = None) -> bool:
     """Bring the schema to head; returns True when something was applied.
 
@@ -67,6 +81,7 @@ def run_migrations(url: str, embedding_dim: int = 384, app_role: str | None = No
                 _ensure_extensions(conn)
                 conn.commit()
                 before = current_revision(conn)
+                _refuse_unknown_revision(before)
                 command.upgrade(_config(conn, embedding_dim), "head")
                 conn.commit()
                 applied = before != current_revision(conn)
