@@ -82,8 +82,8 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def make_certificates(folder: Path) -> None:
-    """A CA, a serving certificate for 127.0.0.1/localhost, and the service-account signing key."""
+def make_certificates(folder: Path, extra_ips: tuple[str, ...] = ()) -> None:
+    """A CA, a serving certificate for 127.0.0.1/localhost (and ``extra_ips``), and the service-account signing key."""
     folder.mkdir(parents=True, exist_ok=True)
     _openssl("genrsa", "-out", "ca.key", "2048", cwd=folder)
     _openssl(
@@ -95,7 +95,9 @@ def make_certificates(folder: Path) -> None:
         "basicConstraints=CA:FALSE\n"
         "keyUsage=digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
+        + "".join(f",IP:{ip}" for ip in extra_ips)
+        + "\n"
     )
     _openssl("genrsa", "-out", "serving.key", "2048", cwd=folder)
     _openssl(
