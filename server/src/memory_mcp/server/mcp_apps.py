@@ -266,8 +266,8 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         resource_uri=resource_uri("select-space"),
         name="select-space",
         title="Select the active space",
-        description="Change the active space for future requests of this key (a one-off containerTag never "
-        "does). Without `space` it opens a picker of the key's spaces.",
+        description="Make a space active for this key's later requests (a one-off containerTag never does); "
+        "without `space`, open a picker of its spaces.",
         annotations=SWITCHES,
     )
     async def select_space(
@@ -303,8 +303,8 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         resource_uri=resource_uri("guided-save"),
         name="guided-save",
         title="Draft a memory to save",
-        description="Open an editable draft of a memory for the person to check, categorise and save into "
-        "a space they choose. Nothing is saved until they submit.",
+        description="Open a draft memory for the person to edit, categorise and save into a space they "
+        "choose; nothing is saved until they submit.",
         annotations=READ_ONLY,
     )
     async def guided_save(
@@ -347,8 +347,8 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         resource_uri=resource_uri("upload-file"),
         name="upload-file",
         title="Upload a file",
-        description="Open a form for the person to upload one file (text, Markdown, PDF, Word, CSV, image, "
-        "audio, video) into a space they can write to, and follow it until its memories are ready.",
+        description="Open a form for the person to upload a file (text, Markdown, PDF, Word, CSV, image, "
+        "audio, video) into a writable space, and follow it until its memories are ready.",
         annotations=READ_ONLY,
     )
     async def upload_file(ctx: Context) -> Annotated[CallToolResult, UploadFormOut]:
@@ -366,8 +366,8 @@ def build_apps(service: MemoryService, origin: str) -> Apps:
         resource_uri=resource_uri("memory-graph"),
         name="memory-graph",
         title="Show the memory graph",
-        description="Show a space's documents and memories as an interactive graph (memories linked to their "
-        "documents, versions and related memories linked to each other).",
+        description="Show a space's documents and memories as an interactive graph, linked by source document, "
+        "version and relation.",
         annotations=READ_ONLY,
     )
     async def memory_graph(
