@@ -88,3 +88,22 @@ async def test_expiry_dry_runs_and_reasons_through_mcp_and_rest(server: RunningS
         assert bad.status_code == 422 and bad.json()["field"] == "expiresAt"
     (event,) = await audit.list_events(server.db, action="memory.forgotten")
     assert event.details["reason"] == "the week is over"
+
+
+async def test_a_close_restatement_is_stored_and_names_the_memory_it_may_replace(
+    server: RunningServer,
+) -> None:
+    key = await writer_key(server)
+    async with mcp_session(server, key) as s:
+        first = (await s.ok("add_memory", content="Staging deploys run every Friday at 17:00."))["memory"]
+        later = await s.call("add_memory", content="Staging deploys now run every Thursday at 17:00.")
+        saved = later.structured_content
+        assert saved is not None and saved["status"] == "saved" and saved["similar"]["id"] == first["id"]
+        assert f"memoryId={first['id'][:8]}" in saved["message"]
+        assert "Similar live memory" in later.content[0].text  # type: ignore[union-attr]
+        unrelated = await s.ok("add_memory", content="The coffee machine on floor 3 takes oat milk.")
+        assert "similar" not in unrelated
+        # Told how, the client replaces the old fact: both steps leave one live memory about deploys.
+        await s.ok("add_memory", action="forget", memoryId=first["id"][:8])
+        live = {m["id"] for m in (await s.ok("listMemories"))["memories"]}
+        assert live == {saved["memory"]["id"], unrelated["memory"]["id"]}

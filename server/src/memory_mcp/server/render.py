@@ -170,6 +170,9 @@ def add(r: AddOut) -> str:
     if r.superseded is not None:
         lines.append("Previous version (kept as history):")
         lines.append(_memory(r.superseded))
+    if r.similar is not None:
+        lines.append("Similar live memory (unchanged):")
+        lines.append(_memory(r.similar))
     if r.candidates:
         lines.append("Candidates (nothing was forgotten; repeat with memoryId set to one of these ids):")
         lines += [_memory(m) for m in r.candidates]

@@ -185,6 +185,9 @@ class AddOut(Out):
     message: str
     memory: MemoryOut | None = None
     superseded: MemoryOut | None = None
+    similar: MemoryOut | None = Field(
+        default=None, description="A live memory this save may restate (the message says how to replace it)"
+    )
     candidates: list[MemoryOut] | None = None
     embedded: bool | None = None
     document: DocumentOut | None = Field(

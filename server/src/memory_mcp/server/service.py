@@ -370,6 +370,7 @@ class MemoryService:
             vector,
             # Named explicitly, the memory is replaced whatever its likeness; otherwise only a near twin.
             supersede_threshold=None if previous else self.settings.supersede_threshold,
+            similar_threshold=None if previous else self._similar_cosine,
             supersedes_id=previous.id if previous else None,
             static_embedding=self._static_vector(content),
             idempotency_key=idempotency_key,
@@ -403,14 +404,33 @@ class MemoryService:
                 superseded=MemoryOut.of(result.superseded),
                 embedded=vector is not None,
             )
+        similar, hint = None, ""
+        if result.similar is not None:
+            near, cosine = result.similar
+            similar, short = MemoryOut.of(near), memories.short_id(near.id)
+            hint = (
+                f" A similar memory is live (id {short}, similarity {self._scaled(cosine):.2f}): if this "
+                f"replaces it, forget it (action=forget, memoryId={short}); to replace a memory in one "
+                "step, save with its memoryId."
+            )
         return AddOut(
             action="save",
             status="saved",
             space=ctx.space.key,
-            message=f"Saved in space '{ctx.space.key}'.{later}",
+            message=f"Saved in space '{ctx.space.key}'.{later}{hint}",
             memory=memory,
+            similar=similar,
             embedded=vector is not None,
         )
+
+    @property
+    def _similar_cosine(self) -> float:
+        """``memories.SIMILAR_NAMED`` (on the default model's scale) as this model's cosine."""
+        p = self.search_params
+        return (memories.SIMILAR_NAMED - p.similarity_offset) / p.similarity_gain
+
+    def _scaled(self, cosine: float) -> float:
+        return self.search_params.similarity_gain * cosine + self.search_params.similarity_offset
 
     @staticmethod
     def _replayed(ctx: SpaceContext, result: SaveResult) -> AddOut:

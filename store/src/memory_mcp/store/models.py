@@ -177,6 +177,7 @@ class SaveResult:
     superseded: Memory | None = None
     proposed: bool = False  # under Review: the memory waits for a curator (``memory.review``)
     replayed: bool = False  # a repeat of an earlier save's idempotency key: that save's result
+    similar: tuple[Memory, float] | None = None  # a live memory this new one may restate, and its cosine
 
 
 @dataclass(frozen=True)
