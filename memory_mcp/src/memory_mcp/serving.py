@@ -3,6 +3,7 @@ lines (with the real port, and what to paste into a shell and a client) once it 
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 from collections.abc import Callable
@@ -32,6 +33,12 @@ def port_problem(host: str, port: int) -> str | None:
     return None
 
 
+# The stop signal that came during start-up, if one did. An exception raised by a signal handler
+# is lost when it lands in a callback Python only reports (a weak reference's, a finaliser's), and
+# once one start went on to serve after it: ReadyServer looks here before it serves.
+_stop_requested: list[int] = []
+
+
 def exit_on_sigterm() -> None:
     """From now on SIGTERM ends ``serve`` as Ctrl-C does: by an exception, so that what start-up
     began (the embedded PostgreSQL) is stopped on the way out. Python's default ends the process on
@@ -39,6 +46,7 @@ def exit_on_sigterm() -> None:
     it again once it has shut down: this handler then ends the process (exit status 143)."""
 
     def stop(signum: int, _frame: FrameType | None) -> None:
+        _stop_requested.append(signum)
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
@@ -50,6 +58,23 @@ class ReadyServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, on_ready: Callable[[int], None]) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        if _stop_requested:  # a stop during start-up whose exception was lost: do not serve
+            raise SystemExit(128 + _stop_requested[0])
+        super().run(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if not self.started:
+            # Still starting: uvicorn would let the app's start-up (the model's loading: seconds
+            # idle, tens of seconds on a busy machine) run to its end before it looked at the
+            # signal. Nothing is served yet, so nothing needs draining: leave now (the loading's
+            # daemon thread stays behind; serve's own stop ends the embedded PostgreSQL). uvicorn
+            # would log the start-up's cancellation as an error with its traceback: it is none.
+            # Should this exception be lost, should_exit (set above) still ends the start-up.
+            logging.getLogger("uvicorn.error").disabled = True
+            raise SystemExit(128 + sig)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

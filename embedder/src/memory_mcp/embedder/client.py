@@ -24,6 +24,7 @@ from memory_mcp.core.metrics import EMBEDDING_DURATION, EMBEDDING_FAILURES
 from memory_mcp.core.settings import Settings
 
 from .batcher import DEFAULT_MAX_WAIT_S, MicroBatcher
+from .daemon import in_daemon_thread
 from .model import EmbeddingModel, encode_mixed, load_model
 from .precision import Precision
 
@@ -238,8 +239,9 @@ class LocalEmbedder(_BaseEmbedder):
         Raises :class:`~memory_mcp.embedder.model.EmbeddingModelNotFound` for a missing model path
         and :class:`~memory_mcp.embedder.model.EmbeddingBackendMissing` for an uninstalled backend.
         """
-        model = await asyncio.to_thread(
-            load_model, model_path, device, backend, threads, precision, verdicts_file
+        # A daemon thread: a stop during the loading does not wait for it to end (.daemon).
+        model = await in_daemon_thread(
+            load_model, model_path, device, backend, threads, precision, verdicts_file, name="load-model"
         )
         embedder = cls(
             model,

@@ -12,7 +12,6 @@ The table is made once per machine and shared by every data dir, ``serve`` and e
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
+from .daemon import in_daemon_thread
 from .model import resolve_model_path
 from .static_cache import (
     StaticModelUnavailable,
@@ -264,9 +264,10 @@ async def static_model_for(
         return None
     teacher_setting = settings.static_embedding_teacher
     teacher = resolve_model_path(None if teacher_setting is None else str(teacher_setting))
-    teacher_sum = await asyncio.to_thread(teacher_checksum, teacher)
+    # Daemon threads (.daemon): a stop does not wait for a checksum over the teacher's 90 MB.
+    teacher_sum = await in_daemon_thread(teacher_checksum, teacher, name="static-table")
     root = settings.static_embedding_cache_dir
-    folder = await asyncio.to_thread(find_table, [root, settings.data_dir], teacher_sum)
+    folder = await in_daemon_thread(find_table, [root, settings.data_dir], teacher_sum, name="static-table")
     if folder is None:
         if not build:
             raise StaticTableNotReady(
@@ -281,7 +282,7 @@ async def static_model_for(
                 f"cannot make the static table in {root}: {exc.strerror or exc} "
                 "(set MEMORY_MCP_STATIC_EMBEDDING_DIR to a writable folder)"
             ) from exc
-    return await asyncio.to_thread(load_table, folder)
+    return await in_daemon_thread(load_table, folder, name="static-table")
 
 
 async def _distill(
@@ -295,11 +296,14 @@ async def _distill(
             say(message)
 
     async with distill_lock_async(root, on_wait=note):
-        folder = await asyncio.to_thread(find_table, [root], teacher_sum)
+        folder = await in_daemon_thread(find_table, [root], teacher_sum, name="static-table")
         if folder is not None:
             return folder
         folder = table_folder(root, teacher_sum)
-        note(f"distilling the static embedding into {folder} (once for this machine; {threads} threads)")
+        plural = "s" if threads > 1 else ""
+        note(
+            f"distilling the static embedding into {folder} (once for this machine; {threads} thread{plural})"
+        )
         started = time.monotonic()
         await distill_in_child(folder, teacher, teacher_sum, threads)
         note(f"distilled the static embedding in {time.monotonic() - started:.0f} s")
