@@ -11,6 +11,12 @@ costs (it adds nothing).
     python -m bench.import_rate                  # 2,000 generated memories, batches of 64
     python -m bench.import_rate --locomo /path/to/locomo10.zip --count 2000
     python -m bench.import_rate --count 5000 --batch-size 128
+
+With ``--cli`` it times ``memory-mcp import`` end to end instead, process start included, into a
+data dir that has served before (its database made, the machine's cache holding the static table
+and the precision verdict), against plain fp32 encoding of the same texts in the same run:
+
+    python -m bench.import_rate --cli --locomo /path/to/locomo10.zip --count 2000
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
 import pstats
 import random
 import time
@@ -200,6 +207,66 @@ def cpu_vector_flags() -> str:
     return " ".join(wanted) or "none of avx/amx"
 
 
+def run_cli(args: argparse.Namespace) -> None:
+    """``memory-mcp import`` of the lines as a person runs it, timed from process start to exit."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from bench.common import static_table_dir
+
+    texts = locomo_texts(args.locomo, args.count) if args.locomo else None
+    lines = export_lines(args.count, texts=texts)
+    contents = [json.loads(line)["content"] for line in lines]
+    work = Path(tempfile.mkdtemp(prefix="memory-mcp-bench-import-"))
+    cache, data_dir, source = work / "cache", work / "data", work / "import.jsonl"
+    try:
+        shared = static_table_dir()
+        cache.mkdir()
+        for folder in shared.glob("static-embedding*") if shared is not None else ():
+            shutil.copytree(folder, cache / folder.name)
+        data_dir.mkdir()
+        env = {k: v for k, v in os.environ.items() if k != "MEMORY_MCP_STATIC_EMBEDDING_DIR"}
+        env["MEMORY_MCP_CACHE_DIR"] = str(cache)
+        command = [sys.executable, "-m", "memory_mcp.cli"]
+
+        def cli(*arguments: str) -> float:
+            started = time.perf_counter()
+            done = subprocess.run([*command, *arguments], capture_output=True, text=True, env=env)
+            if done.returncode != 0:
+                raise SystemExit(done.stderr)
+            return time.perf_counter() - started
+
+        # The data dir serves before: its database and schema made, and a first import's start
+        # keeps the precision verdict in the machine's cache.
+        cli("space", "create", "bench", "--data-dir", str(data_dir))
+        source.write_text(export_lines(1, seed=1, texts=["A first memory."])[0] + "\n")
+        cli("import", str(source), "--space", "bench", "--data-dir", str(data_dir))
+        source.write_text("".join(line + "\n" for line in lines))
+        verdicts = (
+            json.loads((cache / "precision.json").read_text()) if (cache / "precision.json").exists() else {}
+        )
+        mode = next(iter(verdicts.values()), {}).get("mode", "fp32")
+        modes = ["fp32"] if mode == "fp32" else ["fp32", mode]
+        plain_before = plain_encoding_seconds(contents, args.batch_size, modes)
+        took = cli("import", str(source), "--space", "bench", "--data-dir", str(data_dir))
+        plain_after = plain_encoding_seconds(contents, args.batch_size, modes)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"memory-mcp import of {args.count} {'LoCoMo turns' if args.locomo else 'generated facts'}, "
+        f"end to end (process start to exit), the model in {mode}: {took:.1f} s = {args.count / took:.1f}/s"
+    )
+    for name in modes:
+        plain_s = (plain_before[name] + plain_after[name]) / 2
+        print(
+            f"plain {name} encoding of the same texts: {args.count / plain_s:.1f}/s ({plain_before[name]:.1f} s "
+            f"before, {plain_after[name]:.1f} s after); import = {plain_s / took:.2f}x plain {name}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000)
@@ -208,7 +275,13 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the import (the event loop's thread)"
     )
+    parser.add_argument(
+        "--cli", action="store_true", help="time `memory-mcp import` end to end, process start included"
+    )
     args = parser.parse_args()
+    if args.cli:
+        run_cli(args)
+        return
     with bench_server() as server:
         database = server.database("import")
         asyncio.run(run(args, database.app_url))
