@@ -1,5 +1,6 @@
-"""Outside checkers against a live `memory-mcp serve`: the official MCP conformance suite, MCP
-Inspector's CLI and the Python SDK's client in both of its modes.
+"""Outside checkers against a live `memory-mcp serve`: the official MCP conformance suite (both
+requirement sets and the authorization server's scenarios), MCP Inspector's CLI and the Python SDK's
+client in both of its modes.
 
 Node 22 (npm's `node` package), `@modelcontextprotocol/conformance` and
 `@modelcontextprotocol/inspector` are installed with npm into a cache folder outside the
@@ -9,9 +10,14 @@ option for a header, so it talks to a small proxy on loopback that adds the API 
 and the SDK send the key themselves.
 
 What it prints:
-- the conformance suite's summary in server mode, held against ``bench/conformance-expected.yaml``
-  (each entry says why that scenario does not apply): a scenario that applies and fails, or an
-  expected failure that passes, makes the exit status 1;
+- the conformance suite's server scenarios for each requirement set (``--requirements 2026-07-28``
+  and ``2025-11-25``, the scenarios each spec revision requires, frozen at its release, plus those
+  it runs without scoring), held against ``bench/conformance-expected.yaml`` (each entry, a scenario
+  or one check of one, says why it does not apply): a failure or warning that is not listed, or a
+  listed one that passes, makes the exit status 1;
+- the suite's ``authorization`` scenarios against the built-in authorization server: its metadata,
+  and the code grant of a client registered for the suite's callback, signed in and allowed in
+  headless Chromium (Debian's, driven by playwright) with the first-start key;
 - the ``tools/list`` sizes a 2026-07-28 client sees without and with MCP Apps;
 - after ``--requests`` requests of every kind (default 10,000 in all): the response header count
   and size, and Inspector's CLI listing the tools (``--strict``) in the modern and the legacy
@@ -39,6 +45,7 @@ from typing import Any
 
 import httpx2
 import uvicorn
+import yaml
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.types import Receive, Scope, Send
@@ -47,13 +54,15 @@ from bench.common import free_port, machine, serve_process
 
 PACKAGES = (
     "node@22",
-    "@modelcontextprotocol/conformance@0.1.16",
+    "@modelcontextprotocol/conformance@0.2.0-alpha.12",
     "@modelcontextprotocol/inspector@2.12.0",
     "@modelcontextprotocol/client@2.3.1",
 )
 EXPECTED = Path(__file__).with_name("conformance-expected.yaml")
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
+CONFORMANCE = "@modelcontextprotocol/conformance 0.2.0-alpha.12"
+CHROMIUM = "/usr/bin/chromium"  # Debian's; playwright never downloads a browser here
 APPS = {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
 HOP_BY_HOP = {b"host", b"authorization", b"content-length", b"connection", b"transfer-encoding"}
 
@@ -61,13 +70,21 @@ HOP_BY_HOP = {b"host", b"authorization", b"content-length", b"connection", b"tra
 # --- the tools --------------------------------------------------------------------------------
 
 
+def installed(modules: Path, package: str) -> bool:
+    """Whether ``name@version`` (as in PACKAGES) is what ``modules`` holds."""
+    name, _, version = package.rpartition("@")
+    manifest = modules / name / "package.json"
+    if not manifest.exists():
+        return False
+    found = str(json.loads(manifest.read_text()).get("version", ""))
+    return found == version or (name == "node" and found.startswith(version + "."))
+
+
 def install_tools(tools_dir: Path) -> Path:
-    """Node 22, the two CLIs and the TypeScript client in ``tools_dir`` (installed once); returns
-    its node_modules."""
+    """Node 22, the two CLIs and the TypeScript client in ``tools_dir`` (installed once, and again
+    when a pinned version changes); returns its node_modules."""
     modules = tools_dir / "node_modules"
-    wanted = [modules / "node" / "bin" / "node", modules / "@modelcontextprotocol" / "conformance"]
-    wanted += [modules / "@modelcontextprotocol" / name for name in ("inspector", "client")]
-    if not all(path.exists() for path in wanted):
+    if not (modules / "node" / "bin" / "node").exists() or not all(installed(modules, p) for p in PACKAGES):
         tools_dir.mkdir(parents=True, exist_ok=True)
         note(f"installing {', '.join(PACKAGES)} into {tools_dir}")
         subprocess.run(
@@ -156,67 +173,185 @@ async def start_proxy(target: str, key: str) -> tuple[uvicorn.Server, asyncio.Ta
 
 
 async def run_command(args: list[str], env: dict[str, str], limit_s: float) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), limit_s)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return 124, "timed out"
-    return proc.returncode or 0, out.decode(errors="replace")
+    """Exit status and output (stdout and stderr) of a command. The output goes through a file: a
+    CLI that calls process.exit() right after a large write loses what a pipe had not taken yet
+    (Inspector's 15-tool answer came back cut at 8 KiB)."""
+    with tempfile.TemporaryFile() as out:
+        proc = await asyncio.create_subprocess_exec(
+            *args, env=env, stdout=out, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            await asyncio.wait_for(proc.wait(), limit_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return 124, "timed out"
+        out.seek(0)
+        return proc.returncode or 0, out.read().decode(errors="replace")
 
 
-def read_checks(results: Path) -> tuple[dict[str, Counter[str]], dict[str, str]]:
-    """Per scenario, its checks counted by status (SUCCESS, FAILURE, WARNING...), and the first
-    failing check's message, from the suite's results."""
-    scenarios: dict[str, Counter[str]] = {}
-    first_failure: dict[str, str] = {}
+def read_checks(results: Path, prefix: str) -> dict[str, list[dict[str, Any]]]:
+    """Per scenario, its checks, from the suite's results (folders ``<prefix>-<scenario>-<time>``)."""
+    scenarios: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(results.rglob("checks.json")):
-        # Folders are named server-<scenario>-<timestamp>.
-        scenario = re.sub(r"-\d{4}-\d\d-\d\dT.*$", "", path.parent.name.removeprefix("server-"))
-        counts = scenarios.setdefault(scenario, Counter())
-        for check in json.loads(path.read_text()):
-            counts[check.get("status", "?")] += 1
-            if check.get("status") in ("FAILURE", "WARNING"):
-                first_failure.setdefault(scenario, str(check.get("errorMessage") or check.get("details")))
-    return scenarios, first_failure
+        scenario = re.sub(r"-\d{4}-\d\d-\d\dT.*$", "", path.parent.name.removeprefix(f"{prefix}-"))
+        scenarios.setdefault(scenario, []).extend(json.loads(path.read_text()))
+    return scenarios
 
 
 def expected_failures() -> dict[str, str]:
-    """The scenarios that do not apply, with the reason given beside each (``- name  # why``)."""
+    """The entries that do not apply (``scenario`` or ``scenario:check``), with the reason beside
+    each (``- entry  # why``)."""
     reasons = {}
     for line in EXPECTED.read_text().splitlines():
-        match = re.match(r"\s+-\s+([\w-]+)\s*#\s*(.+)", line)
+        match = re.match(r"\s+-\s+([\w:-]+)\s*#\s*(.+)", line)
         if match:
             reasons[match.group(1)] = match.group(2).strip()
     return reasons
 
 
+def failing(check: dict[str, Any]) -> bool:
+    # The suite's baseline counts a warning as a failure too.
+    return check.get("status") in ("FAILURE", "WARNING")
+
+
+def judge(
+    scenario: str, checks: list[dict[str, Any]], expected: dict[str, str]
+) -> tuple[list[str], list[str], list[str]]:
+    """A scenario's failing checks that are not listed, its listed entries that pass (stale), and
+    the reasons of the listed entries that fail as expected."""
+    failed = [c for c in checks if failing(c)]
+    if scenario in expected:
+        return [], ([] if failed else [scenario]), [expected[scenario]]
+    unexpected = [f"{scenario}:{c.get('id')}" for c in failed if f"{scenario}:{c.get('id')}" not in expected]
+    reasons = [
+        expected[f"{scenario}:{c.get('id')}"] for c in failed if f"{scenario}:{c.get('id')}" in expected
+    ]
+    stale = [
+        entry
+        for entry in expected
+        if entry.startswith(f"{scenario}:")
+        and any(f"{scenario}:{c.get('id')}" == entry and c.get("status") == "SUCCESS" for c in checks)
+    ]
+    return unexpected, stale, reasons
+
+
+def scored(modules: Path, revision: str) -> set[str]:
+    """The server scenarios a revision requires (the suite's frozen requirement set)."""
+    path = modules / "@modelcontextprotocol" / "conformance" / "requirements" / f"{revision}.yaml"
+    return set(yaml.safe_load(path.read_text()).get("server") or [])
+
+
 async def conformance(modules: Path, url: str) -> int:
     cli = modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    with tempfile.TemporaryDirectory(prefix="memory-mcp-conformance-") as results:
-        args = ["node", str(cli), "server", "--url", url, "--expected-failures", str(EXPECTED), "-o", results]
-        code, out = await run_command(args, node_env(modules), limit_s=900)
-        scenarios, failures = read_checks(Path(results))
-    print("\n## Conformance suite (server mode, @modelcontextprotocol/conformance 0.1.16)")
     expected = expected_failures()
-    for scenario, counts in sorted(scenarios.items()):
+    worst = 0
+    for revision in (MODERN, LEGACY):
+        with tempfile.TemporaryDirectory(prefix="memory-mcp-conformance-") as results:
+            args = ["node", str(cli), "server", "--url", url, "--requirements", revision]
+            args += ["--expected-failures", str(EXPECTED), "-o", results]
+            code, out = await run_command(args, node_env(modules), limit_s=1200)
+            scenarios = read_checks(Path(results), "server")
+        required = scored(modules, revision)
+        print(f"\n## Conformance suite, server, --requirements {revision} ({CONFORMANCE})")
+        unexpected: list[str] = []
+        stale: list[str] = []
+        for scenario, checks in sorted(
+            scenarios.items(), key=lambda item: (item[0] not in required, item[0])
+        ):
+            missing, passing, reasons = judge(scenario, checks, expected)
+            unexpected += missing
+            stale += passing
+            counts = Counter(str(c.get("status")) for c in checks)
+            verdict = "FAIL" if counts["FAILURE"] else "warn" if counts["WARNING"] else "pass"
+            label = "" if scenario in required else " [not scored]"
+            why = f"  (expected: {'; '.join(dict.fromkeys(reasons))})" if reasons else ""
+            print(f"{verdict} {scenario}{label}: {dict(counts)}{why}")
+            for entry in missing:
+                message = next(
+                    str(c.get("errorMessage") or c.get("details"))
+                    for c in checks
+                    if f"{scenario}:{c.get('id')}" == entry
+                )
+                print(f"     {entry}: {message[:160]}")
+        passed = sum(1 for s, c in scenarios.items() if s in required and not any(failing(x) for x in c))
+        print(
+            f"{len(scenarios)} scenarios run, {len([s for s in scenarios if s in required])} scored, "
+            f"{passed} of those passing outright; suite exit status {code}; "
+            f"failing where it applies: {unexpected or 'none'}; stale: {stale or 'none'}"
+        )
+        if code:
+            print("\n".join(f"  | {line}" for line in out.splitlines()[-15:]))
+        worst = max(worst, code, 1 if unexpected or stale else 0)
+    return worst
+
+
+async def authorization(modules: Path, base: str, key: str) -> int:
+    """The suite's authorization scenarios against the built-in authorization server: its metadata,
+    and the code grant of a public client registered for the suite's callback, whose sign-in page
+    a browser fills with ``key`` and whose consent it allows."""
+    from playwright.async_api import async_playwright
+
+    cli = modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    port = free_port()
+    async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
+        registered = await http.post(
+            "/register",
+            json={
+                "client_name": "MCP conformance suite",
+                "redirect_uris": [f"http://127.0.0.1:{port}/callback"],
+            },
+        )
+        registered.raise_for_status()
+        client_id = registered.json()["client_id"]
+    print(f"\n## Conformance suite, authorization ({CONFORMANCE}), against {base}/")
+    with tempfile.TemporaryDirectory(prefix="memory-mcp-conformance-auth-") as results:
+        args = [str(cli), "authorization", "--url", f"{base}/", "--client-id", client_id]
+        args += ["--resource", f"{base}/mcp", "--port", str(port), "-o", results]
+        proc = await asyncio.create_subprocess_exec(
+            "node",
+            *args,
+            env=node_env(modules),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        assert proc.stdout is not None
+        lines: list[str] = []
+        try:
+            async with asyncio.timeout(300), async_playwright() as playwright:
+                browser = await playwright.chromium.launch(
+                    executable_path=CHROMIUM,
+                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+                )
+                try:
+                    while line := (await proc.stdout.readline()).decode(errors="replace"):
+                        lines.append(line.rstrip())
+                        if line.startswith(f"{base}/authorize?"):
+                            page = await browser.new_page()
+                            await page.goto(line.strip())
+                            await page.get_by_label("API key").fill(key)
+                            await page.get_by_role("button", name="Continue").click()
+                            await page.get_by_role("button", name="Allow").click()
+                            await page.wait_for_url(f"http://127.0.0.1:{port}/callback?*")
+                            await page.close()
+                finally:
+                    await browser.close()
+            code = await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            code = await proc.wait()
+        scenarios = read_checks(Path(results), "authorization-server")
+    for scenario, checks in sorted(scenarios.items()):
+        counts = Counter(str(c.get("status")) for c in checks)
         verdict = "FAIL" if counts["FAILURE"] else "warn" if counts["WARNING"] else "pass"
-        why = f"  (expected: {expected[scenario]})" if scenario in expected else ""
-        print(f"{verdict} {scenario}: {dict(counts)}{why}")
-        if scenario in failures and scenario not in expected:
-            print(f"     {failures[scenario][:160]}")
-    # The suite's exit status counts a warning as a failure too.
-    unexpected = [s for s, c in scenarios.items() if (c["FAILURE"] or c["WARNING"]) and s not in expected]
-    stale = [s for s, c in scenarios.items() if not (c["FAILURE"] or c["WARNING"]) and s in expected]
-    print(
-        f"suite exit status {code}; failing where it applies: {unexpected or 'none'}; stale: {stale or 'none'}"
-    )
-    if code:
-        print("\n".join(f"  | {line}" for line in out.splitlines()[-15:]))
-    return code
+        print(f"{verdict} {scenario}: {dict(counts)}")
+        for check in filter(failing, checks):
+            print(f"     {check.get('id')}: {str(check.get('errorMessage') or check.get('details'))[:160]}")
+    bad = [s for s, checks in scenarios.items() if any(map(failing, checks))]
+    print(f"{len(scenarios)} scenarios; failing: {bad or 'none'}; suite exit status {code}")
+    if code or bad or len(scenarios) < 2:
+        print("\n".join(f"  | {line}" for line in lines[-15:]))
+    return 1 if code or bad or len(scenarios) < 2 else 0
 
 
 def modern_request(
@@ -292,15 +427,20 @@ async def inspector(modules: Path, url: str, key: str) -> int:
         args += ["--method", "tools/list", "--strict", "--protocol-era", era, "--format", "json", *extra]
         code, out = await run_command(args, node_env(modules), limit_s=120)
         try:
-            listed = json.loads(out[out.index("{") :])
+            # The answer, then (with --strict) a portability report when it found anything.
+            listed, end = json.JSONDecoder().raw_decode(out, out.index("{"))
             count: Any = len(listed.get("result", listed).get("tools", []))
         except ValueError:
-            count = "no JSON answer"
+            count, end = "no JSON answer", 0
+        report = re.search(r"(\d+) errors?, (\d+) warnings?", out[end:])
+        problems = (
+            f"{report.group(1)} errors, {report.group(2)} warnings" if report else "no portability problem"
+        )
         label = f"{era}{' ' + extra[0] if extra else ''}"
-        print(f"{label}: exit status {code}, {count} tools")
-        if code:
-            print("\n".join(f"  | {line}" for line in out.splitlines()[-8:]))
-        worst = max(worst, code)
+        print(f"{label}: exit status {code}, {count} tools, {problems}")
+        if code or report:
+            print("\n".join(f"  | {line}" for line in out[end:].strip().splitlines()[:8]))
+        worst = max(worst, code, 1 if report else 0)
     return worst
 
 
@@ -355,6 +495,7 @@ async def run(requests: int, tools_dir: Path) -> int:
         finally:
             proxy.should_exit = True
             await task
+        suite = max(suite, await authorization(modules, base, key))
         await tools_list_sizes(base, key)
         await many_requests(base, key, requests)
         inspected = await inspector(modules, f"{base}/mcp", key)
