@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -68,3 +69,31 @@ async def list_events(db: Database, action: str | None = None, limit: int = 100)
             AuditEvent(r.at, r.actor, r.action, r.target_type, r.target_id, r.space_id, dict(r.details))
             for r in rows
         ]
+
+
+async def export_events(
+    db: Database, since: datetime | None = None, until: datetime | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Every event from ``since`` (inclusive) to ``until`` (exclusive), oldest first, as records
+    (``id``, ``at``, ``actor``, ``action``, ``space`` key, ``targetType``, ``targetId``, ``details``)."""
+    async with db.transaction() as conn:
+        rows = await conn.stream(
+            text(
+                "SELECT e.id, e.at, e.actor, e.action, s.key AS space, e.target_type, e.target_id, e.details "
+                "FROM audit_events e LEFT JOIN spaces s ON s.id = e.space_id "
+                "WHERE (CAST(:since AS timestamptz) IS NULL OR e.at >= :since) "
+                "AND (CAST(:until AS timestamptz) IS NULL OR e.at < :until) ORDER BY e.id"
+            ),
+            {"since": since, "until": until},
+        )
+        async for r in rows:
+            yield {
+                "id": r.id,
+                "at": r.at.isoformat(),
+                "actor": r.actor,
+                "action": r.action,
+                "space": r.space,
+                "targetType": r.target_type,
+                "targetId": r.target_id,
+                "details": dict(r.details),
+            }
