@@ -130,4 +130,6 @@ async def test_the_sign_in_page_shows_the_icon_for_either_colour_scheme(server: 
     assert header.count("<svg") == 2 and 'class="mm-light"' in header and 'class="mm-dark"' in header
     # The same drawing as the served file, inline: the page's policy loads no images.
     assert re.search(r'<path d="([^"]+)"', svg).group(1) in header  # type: ignore[union-attr]
+    # Only the drawing is sized to the heading; the tile inside it still fills its viewBox.
+    assert header.count('width="28" height="28"') == 2 and header.count('<rect width="64" height="64"') == 2
     assert "img-src" not in page.headers["content-security-policy"]

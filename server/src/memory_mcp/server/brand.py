@@ -58,8 +58,9 @@ def inline_icon() -> str:
     return (
         "<style>.mm-dark{display:none}@media (prefers-color-scheme:dark)"
         "{.mm-light{display:none}.mm-dark{display:inline}}</style>"
-        + light.replace('width="64" height="64"', f'class="mm-light" {sized}').strip()
-        + dark.replace('width="64" height="64"', f'class="mm-dark" {sized}').strip()
+        # The first match is the <svg> element's own size (the tile inside has the same numbers).
+        + light.replace('width="64" height="64"', f'class="mm-light" {sized}', 1).strip()
+        + dark.replace('width="64" height="64"', f'class="mm-dark" {sized}', 1).strip()
     )
 
 
