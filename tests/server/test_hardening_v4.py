@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from bench import upload_bombs
 from memory_mcp.embedder.client import Embedder
+from memory_mcp.server import oauth_cimd
 from memory_mcp.store import spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
@@ -475,3 +476,37 @@ def test_forwarded_for_is_believed_only_from_configured_proxies(db_urls: tuple[s
     with serve_process(db_urls[0], **env, MEMORY_MCP_FORWARDED_ALLOW_IPS='["127.0.0.1"]') as proxied:
         assert registrations(proxied.base, addresses) == [201, 201, 201]
         assert registrations(proxied.base, ["198.51.100.7"] * 3) == [201, 201, 429]
+
+
+# --- limits per address, across pods ---------------------------------------------------------------
+
+
+async def test_registration_and_metadata_fetch_limits_hold_across_servers(
+    db_urls: tuple[str, str], embedder: Embedder
+) -> None:
+    body = {"client_name": "App", "redirect_uris": [REDIRECT]}
+    async with (
+        run_server(db_urls[0], embedder, oauth_registrations_per_hour=2) as one,
+        run_server(db_urls[0], embedder, oauth_registrations_per_hour=2) as two,
+        httpx2.AsyncClient(timeout=30) as http,
+    ):
+        answers = [
+            (await http.post(f"{base}/register", json=body)).status_code for base in (one.base, two.base)
+        ]
+        assert answers == [201, 201]
+        # The third from this address is over the limit on whichever server it reaches.
+        for base in (one.base, two.base):
+            over = await http.post(f"{base}/register", json=body)
+            assert over.status_code == 429 and over.json()["error"] == "slow_down"
+        # Each client_id URL not seen before is a fetch: counted for the address on both servers.
+        limit = oauth_cimd.CIMD_FETCHES_PER_HOUR
+        pages = []
+        for n in range(limit + 1):
+            client_id = f"https://[64:ff9b::a00:{n + 1:x}]/client-{n}.json"
+            base = (one.base, two.base)[n % 2]
+            pages.append(
+                await http.get(f"{base}/authorize", params=Flow(http, client_id=client_id).authorize_params())
+            )
+        assert all(p.status_code == 400 for p in pages)
+        assert all("private or local address" in p.text for p in pages[:limit])
+        assert "too many client metadata documents fetched for this address" in pages[limit].text

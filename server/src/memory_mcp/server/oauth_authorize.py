@@ -75,11 +75,11 @@ def _refuse(
 
 
 async def _check(
-    service: MemoryService, params: Mapping[str, str], repeated: set[str], resource: Resource
+    service: MemoryService, params: Mapping[str, str], repeated: set[str], resource: Resource, requester: str
 ) -> Checked | Response:
     """Client and redirect URI first (their failures are error pages); the rest redirects."""
     try:
-        client = await resolve_client(service.db, service.settings, params.get("client_id", ""))
+        client = await resolve_client(service.db, service.settings, params.get("client_id", ""), requester)
     except ClientRefused as exc:
         metrics.OAUTH_ERRORS.labels(endpoint="authorize", error="invalid_client").inc()
         return error_page(str(exc), exc.kind)
@@ -123,6 +123,10 @@ def _target(requested: str | None, resource: Resource) -> str:
     return resource.mcp
 
 
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
 def _repeated(items: list[tuple[str, str]]) -> set[str]:
     names = [name for name, _ in items if name in FIELDS]
     return {name for name in names if names.count(name) > 1}
@@ -155,7 +159,7 @@ def build_router(service: MemoryService) -> APIRouter:
     async def authorize(request: Request) -> Response:
         resource = Resource.of(request.scope, settings)
         items = list(request.query_params.multi_items())
-        checked = await _check(service, dict(items), _repeated(items), resource)
+        checked = await _check(service, dict(items), _repeated(items), resource, _address(request))
         if not isinstance(checked, Checked):
             return checked
         host = urlsplit(checked.redirect_uri).netloc
@@ -172,7 +176,7 @@ def build_router(service: MemoryService) -> APIRouter:
             return error_page(_STALE, "stale", 403)
         resource = Resource.of(request.scope, settings)
         items = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
-        checked = await _check(service, dict(items), _repeated(items), resource)
+        checked = await _check(service, dict(items), _repeated(items), resource, _address(request))
         if not isinstance(checked, Checked):
             return checked
         host = urlsplit(checked.redirect_uri).netloc
@@ -226,7 +230,7 @@ def build_router(service: MemoryService) -> APIRouter:
         if found is None or not isinstance(handle, str):
             return error_page(expired, "expired")
         try:
-            client = await resolve_client(service.db, settings, found.client_id)
+            client = await resolve_client(service.db, settings, found.client_id, _address(request))
         except ClientRefused as exc:
             return error_page(str(exc), exc.kind)
         resource = Resource.of(request.scope, settings)

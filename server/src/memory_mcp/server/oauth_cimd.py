@@ -14,6 +14,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import math
 import socket
 import ssl
 from datetime import UTC, datetime
@@ -48,8 +49,17 @@ def is_metadata_url(client_id: str) -> bool:
     return client_id.startswith("https://")
 
 
-async def resolve_client(db: Database, settings: Settings, client_id: str) -> oauth.OAuthClient:
-    """The live client ``client_id`` names, or :class:`ClientRefused`."""
+# Metadata documents fetched for one client address an hour (on every pod together): each new
+# client_id URL is fetched unauthenticated, so without a limit anyone could make the server fetch
+# (or try) as many URLs as they send.
+CIMD_FETCHES_PER_HOUR = 30
+
+
+async def resolve_client(
+    db: Database, settings: Settings, client_id: str, requester: str | None = None
+) -> oauth.OAuthClient:
+    """The live client ``client_id`` names, or :class:`ClientRefused`. A metadata document not
+    cached counts against ``requester``'s (the client address's) fetches before it is fetched."""
     if not client_id or len(client_id) > oauth.MAX_URI or validation.text_problem(client_id):
         raise ClientRefused("client_id is missing, too long or not text", "malformed")
     client = await oauth.get_client(db, client_id)
@@ -62,6 +72,13 @@ async def resolve_client(db: Database, settings: Settings, client_id: str) -> oa
     age = (datetime.now(UTC) - client.fetched_at).total_seconds() if client is not None else None
     if client is not None and age is not None and age < settings.oauth_cimd_cache_s:
         return client
+    if requester is not None:
+        left = await oauth.over_address_limit(db, "cimd_fetch", requester, CIMD_FETCHES_PER_HOUR, 3600.0)
+        if left is not None:
+            raise ClientRefused(
+                f"too many client metadata documents fetched for this address; retry in {math.ceil(left)} s",
+                "unreachable",
+            )
     document = await fetch_document(client_id, settings)
     name, redirect_uris = _client_fields(client_id, document, settings)
     metrics.OAUTH_EVENTS.labels(event="cimd_fetched").inc()

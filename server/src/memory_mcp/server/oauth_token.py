@@ -1,6 +1,7 @@
 """The back channel: ``/token`` (RFC 6749 with PKCE; refresh with rotation), ``/revoke`` (RFC 7009)
-and ``/register`` (RFC 7591, rate-limited). Errors are RFC 6749 §5.2 JSON (``error``,
-``error_description``), never the REST error shape: these answers are read by OAuth libraries."""
+and ``/register`` (RFC 7591, limited per client address in the database, so on all pods together).
+Errors are RFC 6749 §5.2 JSON (``error``, ``error_description``), never the REST error shape: these
+answers are read by OAuth libraries."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from memory_mcp.store.errors import AuthenticationFailed
 from .bearer import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH, Resource
 from .oauth_cimd import ClientRefused, resolve_client
 from .service import MemoryService
-from .throttle import FailureCounts, count_failure
+from .throttle import count_failure
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 MAX_REGISTRATION_BYTES = 16 * 1024
@@ -55,7 +56,6 @@ def build_router(service: MemoryService) -> APIRouter:
     lifetimes = oauth.Lifetimes(
         settings.oauth_access_token_ttl_s, settings.oauth_refresh_token_ttl_s, settings.oauth_code_ttl_s
     )
-    registrations = FailureCounts(settings.oauth_registrations_per_hour, 3600.0)
 
     def issuer(request: Request) -> oauth.Issuer:
         return oauth.Issuer(Resource.of(request.scope, settings).issuer, service.oauth_keys, lifetimes)
@@ -87,7 +87,9 @@ def build_router(service: MemoryService) -> APIRouter:
         if client_id is None:
             return oauth_error("token", "invalid_client", "client_id is required (public clients)", 401)
         try:
-            await resolve_client(service.db, settings, client_id)
+            await resolve_client(
+                service.db, settings, client_id, request.client.host if request.client else None
+            )
         except ClientRefused as exc:
             return oauth_error("token", "invalid_client", str(exc), 401)
         resource = Resource.of(request.scope, settings)
@@ -161,8 +163,10 @@ def build_router(service: MemoryService) -> APIRouter:
     @router.post(REGISTER_PATH)
     async def register(request: Request) -> Response:
         client = request.client.host if request.client else "unknown"
-        count, left = registrations.add(client)
-        if count > registrations.limit:
+        left = await oauth.over_address_limit(
+            service.db, "register", client, settings.oauth_registrations_per_hour, 3600.0
+        )
+        if left is not None:
             metrics.OAUTH_ERRORS.labels(endpoint="register", error="rate_limited").inc()
             seconds = str(max(1, math.ceil(left)))
             return JSONResponse(

@@ -255,6 +255,31 @@ async def revoke_client(db: Database, client_id: str, actor: str = "system") -> 
     return True
 
 
+# --- per-address limits -----------------------------------------------------------------------------
+
+
+_COUNT_SQL = """
+INSERT INTO oauth_address_counts AS c (what, address, started_at, count) VALUES (:what, :address, now(), 1)
+ON CONFLICT (what, address) DO UPDATE SET
+    started_at = CASE WHEN c.started_at <= now() - make_interval(secs => :window) THEN now() ELSE c.started_at END,
+    count = CASE WHEN c.started_at <= now() - make_interval(secs => :window) THEN 1 ELSE c.count + 1 END
+RETURNING count AS seen, extract(epoch FROM c.started_at + make_interval(secs => :window) - now()) AS left_s
+"""
+
+
+async def over_address_limit(
+    db: Database, what: str, address: str, limit: int, window_s: float
+) -> float | None:
+    """Count one ``what`` (``register``, ``cimd_fetch``) of ``address`` in the database, so the limit
+    holds across server pods: the seconds until its window ends when this one is over ``limit``,
+    else None."""
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(text(_COUNT_SQL), {"what": what, "address": address[:100], "window": window_s})
+        ).one()
+    return max(float(row.left_s), 1.0) if row.seen > limit else None
+
+
 # --- authorization ----------------------------------------------------------------------------------
 
 
@@ -268,6 +293,9 @@ async def begin_sign_in(db: Database, caller: Caller, request: SignIn, ttl_s: in
         await conn.execute(text("DELETE FROM oauth_sign_ins WHERE expires_at < now()"))
         await conn.execute(text("DELETE FROM oauth_refresh_tokens WHERE expires_at < now()"))
         await conn.execute(text("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 day'"))
+        await conn.execute(
+            text("DELETE FROM oauth_address_counts WHERE started_at < now() - interval '1 day'")
+        )
         await conn.execute(
             text(
                 "INSERT INTO oauth_sign_ins (id_hash, key_id, client_id, redirect_uri, code_challenge, "
