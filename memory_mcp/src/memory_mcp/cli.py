@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memory_mcp import admin_commands, audit_cli, demo_command, oauth_commands, review_cli, transfer_commands
+from memory_mcp import (
+    admin_commands,
+    audit_cli,
+    demo_command,
+    oauth_commands,
+    review_cli,
+    transfer_commands,
+    webhook_cli,
+)
 from memory_mcp.cli_errors import OneLineErrors
 from memory_mcp.core.settings import Settings
 from memory_mcp.options import (
@@ -375,6 +383,7 @@ oauth_commands.register(app)
 transfer_commands.register(app)
 review_cli.register(app)
 audit_cli.register(app)
+webhook_cli.register(app)
 demo_command.register(app)
 
 

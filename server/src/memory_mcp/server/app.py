@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
@@ -28,12 +29,12 @@ from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import BulkPolicy, Embedder, EmbedderUnavailable, make_embedder
 from memory_mcp.embedder.static import StaticModelUnavailable, static_model_for
 from memory_mcp.server.backfill import backfill, backfill_static
-from memory_mcp.store import memories, validation
+from memory_mcp.store import memories, validation, webhooks
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import DatabaseUnavailable, StoreError
 from memory_mcp.store.migrate import head_revision
 
-from . import brand
+from . import brand, webhook_sender
 from .api_docs import install_api_docs
 from .bearer import Challenge
 from .documents_worker import DocumentWorker
@@ -59,6 +60,7 @@ access_log = logging.getLogger("memory_mcp.access")
 BACKFILL_INTERVAL_S = 30.0
 RECALL_FLUSH_INTERVAL_S = 2.0
 EXPIRY_PURGE_INTERVAL_S = 60.0
+WEBHOOK_POLL_INTERVAL_S = 0.5
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # An upload's body is its file plus the multipart boundaries and form fields around it.
 UPLOAD_ENVELOPE_BYTES = 64 * 1024
@@ -305,6 +307,7 @@ def create_app(
             ),
             asyncio.create_task(_flush_recalls(service)),
             asyncio.create_task(_purge_expired(service)),
+            asyncio.create_task(_deliver_webhooks(service)),
             *(asyncio.create_task(w.run()) for w in workers),
         ]
         try:
@@ -430,6 +433,21 @@ async def _purge_expired(service: MemoryService) -> None:
             pass  # the database logs the outage once; the next round tries again
         except Exception:
             log.exception("purging expired memories failed")
+
+
+async def _deliver_webhooks(service: MemoryService) -> None:
+    """Send the spaces' events to their webhooks; every pod runs this (a webhook's row lock keeps
+    one pod at a time on it). Polls: commit to first attempt is at most this interval plus a send."""
+    send = webhook_sender.sender(service.settings.oauth_cimd_allow_loopback)
+    while True:
+        await asyncio.sleep(WEBHOOK_POLL_INTERVAL_S)
+        try:
+            while await webhooks.deliver_next(service.db, send, datetime.now(UTC)):
+                pass
+        except DatabaseUnavailable:
+            pass  # the database logs the outage once; the next round tries again
+        except Exception:
+            log.exception("delivering webhooks failed")
 
 
 async def _maintain_static(service: MemoryService, settings: Settings) -> None:

@@ -396,6 +396,21 @@ async def save_memory(
                     },
                 )
             ).scalar_one()
+            # The event webhooks deliver (store/webhooks.py), written with the memory.
+            await record(
+                conn,
+                f"user:{ctx.caller.user.name}",
+                "memory.proposed" if review else "memory.superseded" if old else "memory.saved",
+                "memory",
+                str(mem_id),
+                space_id=space_id,
+                actor_user_id=user_id,
+                details={
+                    "chars": len(content),
+                    "category": category or (old.category if old else None),
+                    **({"supersedes": str(old.id)} if old else {}),
+                },
+            )
             near = [similar[0]] if similar else []
             rows = {
                 m.id: m

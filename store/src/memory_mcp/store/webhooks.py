@@ -1,0 +1,296 @@
+"""Per-space webhooks: registration, signing (Standard Webhooks) and delivery from the audit events.
+
+Delivery is at least once and in order per webhook: each webhook's next event (by writing
+transaction, then id, among those of finished transactions: migration 0015) is sent, and only an answered send moves the cursor; a failed send is retried with backoff,
+and after ``MAX_ATTEMPTS`` the event goes to the dead-letter list (an admin replays it) and the
+cursor moves on. Any pod may deliver: a webhook row is locked while one of its events is in flight
+(``FOR UPDATE SKIP LOCKED``), so no two pods send for one webhook at once. Nothing here runs in a
+write's transaction: a save only writes its audit event, which is all a webhook needs.
+
+The sending itself (HTTP, the receiver's address check) belongs to the caller (``Sender``): the
+store knows no HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .audit import record
+from .db import Database
+from .errors import Conflict, NotFound
+
+SECRET_PREFIX = "whsec_"
+MAX_ATTEMPTS = 8
+# Seconds before retry n (1-based): 1, 2, 4 ... capped at 5 minutes; 8 attempts span about 4 minutes.
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 300.0
+
+# (url, headers, body) -> None; raises on any failure (refused address, timeout, non-2xx answer).
+Sender = Callable[[str, dict[str, str], bytes], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Webhook:
+    id: uuid.UUID
+    space_key: str
+    url: str
+    pending: int  # events after its cursor
+    attempts: int  # failed sends of its next event so far
+    dead_letters: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    id: int
+    webhook_id: uuid.UUID
+    space_key: str
+    url: str
+    event_id: int
+    action: str
+    attempts: int
+    error: str
+    failed_at: datetime
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def signature(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
+    """``v1,<base64 HMAC-SHA256 of "id.timestamp.body">`` keyed by the secret's bytes (Standard Webhooks)."""
+    key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def message(secret: str, event: Any, space_key: str, now: datetime) -> tuple[dict[str, str], bytes]:
+    """The headers and JSON body of one event's delivery."""
+    body = json.dumps(
+        {
+            "type": event.action,
+            "space": space_key,
+            "data": {
+                "id": event.target_id,
+                "targetType": event.target_type,
+                "actor": event.actor,
+                "at": event.at.isoformat(),
+                **dict(event.details),
+            },
+        },
+        separators=(",", ":"),
+        default=str,
+    ).encode()
+    message_id = f"msg_{event.id}"
+    timestamp = int(now.timestamp())
+    headers = {
+        "content-type": "application/json",
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature(secret, message_id, timestamp, body),
+    }
+    return headers, body
+
+
+@asynccontextmanager
+async def _every_space(db: Database) -> AsyncIterator[AsyncConnection]:
+    async with db.transaction() as conn:
+        ids = list((await conn.execute(text("SELECT id FROM spaces"))).scalars())
+    async with db.transaction(ids) as conn:
+        yield conn
+
+
+async def add_webhook(db: Database, space_key: str, url: str, actor: str) -> tuple[Webhook, str]:
+    """Register ``url`` for the space's events from now on; returns it and its signing secret."""
+    secret = new_secret()
+    try:
+        async with db.transaction() as conn:
+            space = (
+                await conn.execute(text("SELECT id FROM spaces WHERE key = :k"), {"k": space_key})
+            ).first()
+            if space is None:
+                raise NotFound("space", space_key)
+            hook_id = (
+                await conn.execute(
+                    text(
+                        "INSERT INTO webhooks (space_id, url, secret, after_txid, after_event) VALUES (:s, :u, "
+                        ":sec, pg_current_xact_id(), (SELECT coalesce(max(id), 0) FROM audit_events)) RETURNING id"
+                    ),
+                    {"s": space.id, "u": url, "sec": secret},
+                )
+            ).scalar_one()
+            await record(
+                conn, actor, "webhook.added", "webhook", str(hook_id), space_id=space.id, details={"url": url}
+            )
+            # The first event it gets is the next one after its own.
+            await conn.execute(
+                text("UPDATE webhooks SET after_event = (SELECT max(id) FROM audit_events) WHERE id = :id"),
+                {"id": hook_id},
+            )
+    except IntegrityError:
+        raise Conflict(f"space '{space_key}' has a webhook for this URL already") from None
+    (hook,) = [w for w in await list_webhooks(db, space_key) if w.id == hook_id]
+    return hook, secret
+
+
+async def list_webhooks(db: Database, space_key: str | None = None) -> list[Webhook]:
+    async with db.transaction() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT w.id, s.key, w.url, w.attempts, w.created_at, "
+                "(SELECT count(*) FROM audit_events e WHERE e.space_id = w.space_id "
+                "AND (e.txid, e.id) > (w.after_txid, w.after_event)) AS pending, "
+                "(SELECT count(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id) AS dead "
+                "FROM webhooks w JOIN spaces s ON s.id = w.space_id "
+                "WHERE CAST(:k AS text) IS NULL OR s.key = :k ORDER BY s.key, w.created_at"
+            ),
+            {"k": space_key},
+        )
+        return [
+            Webhook(r.id, r.key, r.url, int(r.pending), r.attempts, int(r.dead), r.created_at) for r in rows
+        ]
+
+
+async def remove_webhook(db: Database, space_key: str, url: str, actor: str) -> None:
+    async with db.transaction() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "DELETE FROM webhooks w USING spaces s WHERE s.id = w.space_id AND s.key = :k AND w.url = :u "
+                    "RETURNING w.id, w.space_id"
+                ),
+                {"k": space_key, "u": url},
+            )
+        ).first()
+        if row is None:
+            raise NotFound("webhook", url)
+        await record(
+            conn,
+            actor,
+            "webhook.removed",
+            "webhook",
+            str(row.id),
+            space_id=row.space_id,
+            details={"url": url},
+        )
+
+
+async def dead_letters(db: Database, space_key: str | None = None) -> list[DeadLetter]:
+    async with db.transaction() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT d.id, d.webhook_id, s.key, w.url, d.event_id, e.action, d.attempts, d.error, d.failed_at "
+                "FROM webhook_dead_letters d JOIN webhooks w ON w.id = d.webhook_id JOIN spaces s ON s.id = w.space_id "
+                "JOIN audit_events e ON e.id = d.event_id "
+                "WHERE CAST(:k AS text) IS NULL OR s.key = :k ORDER BY d.id"
+            ),
+            {"k": space_key},
+        )
+        return [DeadLetter(*r) for r in rows]
+
+
+_EVENT = (
+    "SELECT e.id, e.txid, e.at, e.actor, e.action, e.target_type, e.target_id, e.details FROM audit_events e"
+)
+# A webhook's (``w``) events after its cursor, of transactions that ended before any still running.
+_DUE_WHERE = (
+    "e.space_id = w.space_id AND (e.txid, e.id) > (w.after_txid, w.after_event) "
+    "AND e.txid < pg_snapshot_xmin(pg_current_snapshot())"
+)
+_DUE = f"SELECT 1 FROM audit_events e WHERE {_DUE_WHERE}"
+
+
+async def replay(db: Database, dead_letter_id: int, send: Sender, now: datetime) -> None:
+    """Send a dead-lettered event again, now; on success it leaves the list (a failure raises)."""
+    async with _every_space(db) as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT d.event_id, w.url, w.secret, s.key FROM webhook_dead_letters d "
+                    "JOIN webhooks w ON w.id = d.webhook_id JOIN spaces s ON s.id = w.space_id "
+                    "WHERE d.id = :id FOR UPDATE OF d"
+                ),
+                {"id": dead_letter_id},
+            )
+        ).first()
+        if row is None:
+            raise NotFound("dead letter", str(dead_letter_id))
+        event = (await conn.execute(text(f"{_EVENT} WHERE e.id = :id"), {"id": row.event_id})).one()
+        headers, body = message(row.secret, event, row.key, now)
+        await send(row.url, headers, body)
+        await conn.execute(text("DELETE FROM webhook_dead_letters WHERE id = :id"), {"id": dead_letter_id})
+
+
+def backoff_s(attempts: int) -> float:
+    return float(min(BACKOFF_BASE_S * 2 ** (attempts - 1), BACKOFF_CAP_S))
+
+
+async def deliver_next(db: Database, send: Sender, now: datetime) -> bool:
+    """Send the next event of one webhook that has one due; False when none has (or all are taken)."""
+    async with _every_space(db) as conn:
+        hook = (
+            await conn.execute(
+                text(
+                    "SELECT w.id, w.url, w.secret, w.after_txid, w.after_event, w.attempts, s.key FROM webhooks w "
+                    f"JOIN spaces s ON s.id = w.space_id WHERE w.next_attempt_at <= now() AND EXISTS ({_DUE}) "
+                    "ORDER BY w.next_attempt_at LIMIT 1 FOR UPDATE OF w SKIP LOCKED"
+                )
+            )
+        ).first()
+        if hook is None:
+            return False
+        event = (
+            await conn.execute(
+                text(
+                    f"{_EVENT} JOIN webhooks w ON w.id = :w WHERE {_DUE_WHERE} ORDER BY e.txid, e.id LIMIT 1"
+                ),
+                {"w": hook.id},
+            )
+        ).one()
+        headers, body = message(hook.secret, event, hook.key, now)
+        try:
+            await send(hook.url, headers, body)
+        except Exception as exc:  # any failure of the receiver or the way to it: retried
+            attempts = hook.attempts + 1
+            if attempts < MAX_ATTEMPTS:
+                await conn.execute(
+                    text(
+                        "UPDATE webhooks SET attempts = :a, next_attempt_at = now() + make_interval(secs => :d) "
+                        "WHERE id = :w"
+                    ),
+                    {"a": attempts, "d": backoff_s(attempts), "w": hook.id},
+                )
+                return True
+            await conn.execute(
+                text(
+                    "INSERT INTO webhook_dead_letters (webhook_id, event_id, attempts, error) VALUES (:w, :e, :a, :err)"
+                ),
+                {
+                    "w": hook.id,
+                    "e": event.id,
+                    "a": attempts,
+                    "err": (str(exc) or exc.__class__.__name__)[:500],
+                },
+            )
+        await conn.execute(
+            text(
+                "UPDATE webhooks SET after_txid = :t, after_event = :e, attempts = 0, next_attempt_at = now() "
+                "WHERE id = :w"
+            ),
+            {"t": event.txid, "e": event.id, "w": hook.id},
+        )
+        return True
