@@ -148,8 +148,8 @@ def serve_process(
     logs): yields the process, the data dir and the port; stops it (SIGTERM, which also stops its
     embedded PostgreSQL) and removes the data dir afterwards.
 
-    The server reads the static table from :func:`static_table_dir`, as a server that has started
-    before reads it from its data dir, instead of distilling it on its first start: distilling (a
+    The server reads the static table from :func:`static_table_dir`, as every server on a machine
+    that has made it reads it from the machine's cache, instead of distilling it first: distilling (a
     minute of both cores on a busy 2-core machine) ran beside the measured work and took the saves
     of ``bench.locomo`` from 54.5/s to 47.8/s."""
     static_dir = static_table_dir()
@@ -176,9 +176,9 @@ def serve_process(
 
 
 def static_table_dir() -> Path | None:
-    """Where the benchmarks keep the static table (the one the in-process benchmarks load: the data
-    dir unless ``MEMORY_MCP_STATIC_EMBEDDING_DIR`` says otherwise), distilled there first if it is
-    not yet; None when the static embedding is off."""
+    """Where the benchmarks keep the static table (the one the in-process benchmarks load: the
+    machine's cache unless ``MEMORY_MCP_STATIC_EMBEDDING_DIR`` says otherwise), distilled there
+    first if it is not yet; None when the static embedding is off."""
     from memory_mcp.core.settings import Settings
     from memory_mcp.embedder.static import load_static_model
 

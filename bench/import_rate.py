@@ -215,6 +215,7 @@ def run_cli(args: argparse.Namespace) -> None:
     import tempfile
 
     from bench.common import static_table_dir
+    from bench.first_start import READY, Serve
 
     texts = locomo_texts(args.locomo, args.count) if args.locomo else None
     lines = export_lines(args.count, texts=texts)
@@ -226,7 +227,6 @@ def run_cli(args: argparse.Namespace) -> None:
         cache.mkdir()
         for folder in shared.glob("static-embedding*") if shared is not None else ():
             shutil.copytree(folder, cache / folder.name)
-        data_dir.mkdir()
         env = {k: v for k, v in os.environ.items() if k != "MEMORY_MCP_STATIC_EMBEDDING_DIR"}
         env["MEMORY_MCP_CACHE_DIR"] = str(cache)
         command = [sys.executable, "-m", "memory_mcp.cli"]
@@ -238,11 +238,12 @@ def run_cli(args: argparse.Namespace) -> None:
                 raise SystemExit(done.stderr)
             return time.perf_counter() - started
 
-        # The data dir serves before: its database and schema made, and a first import's start
-        # keeps the precision verdict in the machine's cache.
+        # The data dir has served before (its database made, the precision verdict kept in the
+        # machine's cache), and holds the space.
+        served = Serve.start(data_dir, cache, work / "serve.log")
+        served.wait_for(READY)
+        served.stop()
         cli("space", "create", "bench", "--data-dir", str(data_dir))
-        source.write_text(export_lines(1, seed=1, texts=["A first memory."])[0] + "\n")
-        cli("import", str(source), "--space", "bench", "--data-dir", str(data_dir))
         source.write_text("".join(line + "\n" for line in lines))
         verdicts = (
             json.loads((cache / "precision.json").read_text()) if (cache / "precision.json").exists() else {}
