@@ -3,8 +3,9 @@
 Starts `serve` in its own process (embedded PostgreSQL in a temporary data dir), runs N writers in a
 closed loop (REST ``POST /v1/memories``, unique content each), beside them uploaders (small unique
 text files to ``POST /v1/documents``) and importers (JSON-lines files of unique memories to
-``POST /v1/spaces/default/import?from=jsonl``, with a key that has the Curate grant), and in each
-round kills with SIGKILL
+``POST /v1/spaces/default/import?from=jsonl``, with a key that has the Curate grant) and an OAuth
+app that runs grants through (authorize, token, refresh, revoke), and in each round kills with
+SIGKILL
 either the server process (then starts it again on the same data dir and port, as systemd or a
 kubelet would) or the PostgreSQL postmaster (then leaves recovery to the server's supervisor).
 
@@ -16,7 +17,8 @@ done or failed (after a restart the workers resume the queue; a job whose worker
 lease, ``--lease-s``, set on the server), then counts the lost, failed and unfinished ones. No
 document from a file may be stored by half: done without a memory (or with its file or job left
 over), or queued without its file or its job. Every line of an acknowledged import (a 200 that took
-all lines) must be a live memory. It also counts the answers while the service was down (503,
+all lines) must be a live memory, and every grant whose revocation was answered 200 must refuse its
+access token (the first 15, under the failed-authentication budget). It also counts the answers while the service was down (503,
 refused connections) and any other status, which should not occur, and checks that after the final
 clean stop no PostgreSQL is left running on the data dir.
 
@@ -50,10 +52,12 @@ from bench import paths
 from bench.common import free_port
 from bench.load import THINGS, TOPICS, VERBS, wait_ready
 from memory_mcp.store.embedded import EmbeddedPostgres
+from tests.server.oauth_flow import Flow
 
 RECOVERY_LIMIT_S = 180.0
 UPLOAD_PAUSE_S = 0.2  # uploads and imports are rarer than saves: a pause after each
 OK_STATUSES = ("200", "202", "503", "no answer")
+AUTH_CHECKS = 15  # revoked grants checked at the end: under the server's failed-authentication budget
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Tally:
     answers: Counter[str] = field(default_factory=Counter)  # "upload ..." and "import ..." for those
     uploads: dict[str, str] = field(default_factory=dict)  # acknowledged document id -> its text
     imported: list[str] = field(default_factory=list)  # every line of every acknowledged import
+    revoked: list[str] = field(default_factory=list)  # access tokens of grants revoked with a 200
 
 
 class Server:
@@ -330,13 +335,46 @@ async def wait_documents(base: str, key: str, ids: list[str], limit_s: float) ->
     return len(waiting), time.monotonic() - started
 
 
+def _status_of(answer: str) -> str:
+    for prefix in ("upload ", "import ", "oauth revoke ", "oauth refresh ", "oauth "):
+        answer = answer.removeprefix(prefix)
+    return answer
+
+
 def unexpected_answers(answers: Counter[str]) -> dict[str, int]:
     """Answers other than a success, 503 or no connection, whichever writer got them."""
-    return {
-        k: v
-        for k, v in answers.items()
-        if not k.removeprefix("upload ").removeprefix("import ").startswith(OK_STATUSES) or "skipped" in k
-    }
+    return {k: v for k, v in answers.items() if not _status_of(k).startswith(OK_STATUSES) or "skipped" in k}
+
+
+async def oauth_app(base: str, key: str, tally: Tally, stop: asyncio.Event) -> None:
+    """An OAuth app running grants through in a loop: authorize (sign-in and consent), token,
+    refresh, revoke. A revocation answered 200 is acknowledged: its grant's access token must be
+    refused at the end, whatever was killed in between."""
+    async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
+        app = Flow(http)
+        while not stop.is_set():
+            try:
+                if not app.client_id:
+                    await app.register(client_name="Crash bench app")
+                tokens = await app.tokens(key)
+                refreshed = await app.refresh(tokens["refresh_token"])
+                if refreshed.status_code != 200:
+                    tally.answers[f"oauth refresh {refreshed.status_code}"] += 1
+                    continue
+                revoked = await http.post("/revoke", data={"token": refreshed.json()["refresh_token"]})
+                tally.answers[f"oauth revoke {revoked.status_code}"] += 1
+                if revoked.status_code == 200:
+                    tally.revoked.append(refreshed.json()["access_token"])
+            except (AssertionError, KeyError, ValueError, httpx2.HTTPError):
+                tally.answers["oauth no answer"] += 1  # a step met the service down (503, no connection)
+                await asyncio.sleep(UPLOAD_PAUSE_S)
+
+
+async def still_accepted(base: str, tokens: list[str]) -> int:
+    """How many of the access tokens of revoked grants the server still takes."""
+    async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
+        answers = [await http.get("/v1/whoami", headers={"Authorization": f"Bearer {t}"}) for t in tokens]
+    return sum(a.status_code != 401 for a in answers)
 
 
 async def run(
@@ -362,6 +400,7 @@ async def run(
     tasks += [
         asyncio.create_task(importer(i, server.base, curator, lines, tally, stop)) for i in range(importers)
     ]
+    tasks += [asyncio.create_task(oauth_app(server.base, key, tally, stop))]
     print(
         f"{writers} writers, {uploaders} uploaders, {importers} importers ({lines} lines a file), "
         f"{rounds} rounds per kind; document lease {lease_s:.0f} s; data dir {data_dir}"
@@ -390,6 +429,8 @@ async def run(
         stop.set()
         await asyncio.gather(*tasks)
     unfinished, waited = await wait_documents(server.base, key, list(tally.uploads), finish_s)
+    # Every failed token counts against the throttle of this address: a 429 would hide a 200.
+    accepted = await still_accepted(server.base, tally.revoked[:AUTH_CHECKS])
     found = check_database(data_dir, tally)
     code = server.stop()
     left = postgres_left(data_dir)
@@ -409,6 +450,10 @@ async def run(
     print(f"acknowledged import lines: {len(tally.imported)}; lost: {len(found.imports_lost)}")
     for line in found.imports_lost[:5]:
         print(f"  lost: {line}")
+    print(
+        f"OAuth grants revoked (authorize, token, refresh, revoke answered 200): {len(tally.revoked)}; "
+        f"of the first {min(len(tally.revoked), AUTH_CHECKS)}, still accepted: {accepted}"
+    )
     print(f"all answers: {dict(sorted(tally.answers.items()))}")
     print(f"answers other than 200/202/503/no connection: {unexpected or 'none'}")
     print(f"serve exit code after SIGTERM: {code}; PostgreSQL processes left: {len(left)}")
@@ -419,6 +464,7 @@ async def run(
         or found.imports_lost
         or unfinished
         or found.uploads_failed
+        or accepted
     )
     if not failures and not left and not unexpected:
         shutil.rmtree(data_dir, ignore_errors=True)

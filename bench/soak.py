@@ -2,10 +2,13 @@
 
 Starts `serve` in its own process (embedded PostgreSQL in a temporary data dir, the in-process
 embedder) and runs C clients in a closed loop over REST for ``--duration`` seconds (default 600),
-each call drawn at random: save 28%, search 45%, list memories 14%, listDocuments (GET
-/v1/documents) 10%, upload a small text file 3%. Client 0 is an OAuth app: it registers once, gets
-a token by the authorization code flow with PKCE, calls with the access token and refreshes it every
-20 s (timed as the operation ``refresh``); the others use the key. Every 10 s it samples the memory of the
+each call drawn at random: save 27%, search 44%, list memories 14%, listDocuments (GET
+/v1/documents) 10%, upload a small text file 3%, import a JSONL export of three memories (POST
+/v1/spaces/default/import, with a key that has the Curate grant) 2%. Client 0 is an OAuth app: it
+registers once, gets a token by the authorization code flow with PKCE, calls with the access token
+and refreshes it every 20 s (timed as the operation ``refresh``), and every 60 s runs a whole grant
+through (authorize, token, refresh, revoke, then the revoked token refused: ``oauth_cycle``); the
+others use the key. Every 10 s it samples the memory of the
 server process (RSS) and of PostgreSQL (the sum of PSS over the postmaster and its backends, so
 shared buffers count once). At the end it prints:
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import shutil
 import tempfile
@@ -37,6 +41,7 @@ from typing import Any
 import httpx2
 import psutil
 
+from bench import paths
 from bench.common import free_port
 from bench.crash import Server, note, postgres_left
 from bench.load import QUERIES, percentile, wait_ready
@@ -44,9 +49,17 @@ from tests.server.oauth_flow import Flow
 
 SAMPLE_EVERY_S = 10.0
 WINDOW_S = 60.0  # the "first minute" and "last minute" of the p99 drift
-MIX = (("save", 0.28), ("search", 0.45), ("list", 0.14), ("documents", 0.1), ("upload", 0.03))
+MIX = (
+    ("save", 0.27),
+    ("search", 0.44),
+    ("list", 0.14),
+    ("documents", 0.1),
+    ("upload", 0.03),
+    ("import", 0.02),
+)
 REFRESH_EVERY_S = 20.0  # the OAuth client refreshes its access token this often
-OPS = (*(op for op, _ in MIX), "refresh")
+CYCLE_EVERY_S = 60.0  # and runs a whole grant, from authorization to revocation, this often
+OPS = (*(op for op, _ in MIX), "refresh", "oauth_cycle")
 
 
 @dataclass
@@ -83,8 +96,37 @@ class Bearer(httpx2.Auth):
         yield request
 
 
+def export_of(index: int, seq: int, rng: random.Random) -> bytes:
+    """A JSONL export of three memories, new ones each time (an import of them adds three)."""
+    lines = [
+        json.dumps({"type": "memory", "id": f"s{index}-{seq}-{n}", "content": note(index, seq * 10 + n, rng)})
+        for n in range(3)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def oauth_cycle(app: Flow, http: httpx2.AsyncClient, key: str) -> bool:
+    """A whole grant: a code, its tokens, a refresh, the revocation; True when every step answered as
+    it should and the revoked access token is then refused."""
+    tokens = await app.tokens(key)
+    refreshed = await app.refresh(tokens["refresh_token"])
+    if refreshed.status_code != 200:
+        return False
+    access = refreshed.json()["access_token"]
+    revoked = await http.post("/revoke", data={"token": refreshed.json()["refresh_token"]})
+    after = await http.get("/v1/whoami", headers={"Authorization": f"Bearer {access}"})
+    return revoked.status_code == 200 and after.status_code == 401
+
+
 async def client(
-    index: int, base: str, key: str, record: Record, started: float, until: float, oauth: bool = False
+    index: int,
+    base: str,
+    key: str,
+    record: Record,
+    started: float,
+    until: float,
+    oauth: bool = False,
+    curator: str = "",
 ) -> None:
     """One client in a closed loop. With ``oauth`` it signs in as an app once (registration, the
     authorization code with PKCE), calls with the access token, and refreshes it every
@@ -98,7 +140,7 @@ async def client(
         httpx2.AsyncClient(base_url=base, auth=bearer, timeout=60) as http,
     ):
         app = Flow(plain)
-        refresh_token, refresh_at = "", until
+        refresh_token, refresh_at, cycle_at = "", until, until
         if oauth:
             try:
                 await app.register(client_name="Soak app")
@@ -109,11 +151,33 @@ async def client(
             else:
                 bearer.token, refresh_token = tokens["access_token"], tokens["refresh_token"]
                 refresh_at = time.monotonic() + REFRESH_EVERY_S
+                cycle_at = time.monotonic() + CYCLE_EVERY_S
         while time.monotonic() < until:
-            op = "refresh" if time.monotonic() >= refresh_at else rng.choices(ops, weights)[0]
+            now = time.monotonic()
+            op = (
+                "refresh"
+                if now >= refresh_at
+                else "oauth_cycle"
+                if now >= cycle_at
+                else rng.choices(ops, weights)[0]
+            )
             sent = time.monotonic()
             try:
-                if op == "refresh":
+                if op == "oauth_cycle":
+                    cycle_at = time.monotonic() + CYCLE_EVERY_S
+                    if await oauth_cycle(app, plain, key):
+                        record.calls[op].append((sent - started, time.monotonic() - sent))
+                    else:
+                        record.errors[op] += 1
+                    continue
+                if op == "import":
+                    seq += 1
+                    answer = await plain.post(
+                        "/v1/spaces/default/import",
+                        files={"file": ("export.jsonl", export_of(index, seq, rng))},
+                        headers={"Authorization": f"Bearer {curator}"},
+                    )
+                elif op == "refresh":
                     answer = await app.refresh(refresh_token)
                     if answer.status_code == 200:
                         bearer.token = answer.json()["access_token"]
@@ -196,13 +260,17 @@ async def run(duration: float, clients: int) -> None:
     try:
         await wait_ready(server.base)
         key = (data_dir / "bootstrap-key").read_text().strip()
+        curator = paths.curate_key(data_dir)
         record = Record()
         started = time.monotonic()
         until = started + duration
         await asyncio.gather(
             sample_memory(server, record, started, until),
             # Client 0 is an OAuth app: its calls carry an access token it refreshes.
-            *(client(i, server.base, key, record, started, until, oauth=i == 0) for i in range(clients)),
+            *(
+                client(i, server.base, key, record, started, until, oauth=i == 0, curator=curator)
+                for i in range(clients)
+            ),
         )
         report(record, time.monotonic() - started, clients)
     finally:
