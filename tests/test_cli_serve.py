@@ -450,9 +450,9 @@ def test_sigterm_while_the_table_is_distilled_stops_serve_and_postgres_at_once(
     started = time.monotonic()
     served.proc.send_signal(signal.SIGTERM)
     served.proc.communicate(timeout=120)
-    # Timings belong in bench/first_start.py; this bound only tells "at once" from the minutes
-    # a distillation in a thread ran on for.
-    assert time.monotonic() - started < 20
+    # Timings belong in bench/first_start.py (seconds); this bound only tells a stop from the
+    # minutes a distillation in a thread ran on for, with room for a busy machine.
+    assert time.monotonic() - started < 45
     assert not postgres_running(data_dir)
     assert not [child for child in children if child.is_running()]
     assert not tables(machine_cache) and not staging(machine_cache)
