@@ -682,8 +682,8 @@ def _unmount_under(root: Path) -> None:
         _run("umount", "-l", point, check=False)
 
 
-def _pod_netns_created_by(root: Path) -> list[str]:
-    """containerd's per-pod namespaces (/run/netns/cni-*) whose pods ran under ``root``."""
+def _orphan_pod_netns() -> list[str]:
+    """containerd's per-pod namespaces (/run/netns/cni-*) that no process is in any more."""
     names = []
     for path in Path("/run/netns").glob("cni-*"):
         holders = _pids_in_netns(path.name)
@@ -726,7 +726,7 @@ def clean(root: Path) -> None:
         if link.is_symlink() and not link.exists():
             link.unlink()
     _unmount_under(root)
-    for name in _pod_netns_created_by(root):
+    for name in _orphan_pod_netns():
         _run("ip", "netns", "del", name, check=False)
     _run("ip", "netns", "del", netns, check=False)
     shutil.rmtree(root, ignore_errors=True)
