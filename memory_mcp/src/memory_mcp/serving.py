@@ -3,9 +3,11 @@ lines (with the real port, and what to paste into a shell and a client) once it 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -43,13 +45,25 @@ def exit_on_sigterm() -> None:
     """From now on SIGTERM ends ``serve`` as Ctrl-C does: by an exception, so that what start-up
     began (the embedded PostgreSQL) is stopped on the way out. Python's default ends the process on
     the spot and left PostgreSQL running. uvicorn takes the signal over while it serves, and raises
-    it again once it has shut down: this handler then ends the process (exit status 143)."""
+    it again once it has shut down: this handler then ends start-up's work the same way."""
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         _stop_requested.append(signum)
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
+    atexit.register(_end_by_the_signal)
+
+
+def _end_by_the_signal() -> None:
+    """The last thing at exit (registered before PostgreSQL's own stop, so run after it): a serve
+    stopped by SIGTERM ends killed by that signal, as a process with the default handler does and
+    as service managers read a clean stop, not with exit status 143."""
+    if _stop_requested:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(_stop_requested[0], signal.SIG_DFL)
+        signal.raise_signal(_stop_requested[0])
 
 
 class ReadyServer(uvicorn.Server):
