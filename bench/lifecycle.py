@@ -1,0 +1,215 @@
+"""Saves retried by clients: duplicates with and without ``idempotencyKey``, and what a key costs.
+
+Two ``memory-mcp serve`` processes on one database (two pods). Eight clients save facts over REST;
+each save "times out": a random 0-30 ms after sending it the client sends it again, reworded as a
+model retrying would ("... (retried)"), to the other server, while the first is still in flight.
+Every save means one memory, so every row beyond the saves made is a duplicate. Then the p50 of a
+save with a key against one without, one client, alternating on one server.
+
+    python -m bench.lifecycle [--saves 2000] [--control 400] [--latency 200]
+    python -m bench.lifecycle --store-only 300     # the store's save alone, with and without a key
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2
+import psycopg
+
+from bench.common import bench_server, free_port, machine, percentile, static_table_dir
+from bench.ingest import wait_ready
+from memory_mcp.store import apikeys, memories, spaces, users
+from memory_mcp.store.access import Access, Role
+from memory_mcp.store.apikeys import GrantSpec
+from memory_mcp.store.db import Database
+
+CLIENTS = 8
+
+
+SPACES = ("retries", "control")
+
+
+async def _key(url: str) -> str:
+    """A Writer's key to both spaces."""
+    db = Database(url, pool_size=2)
+    try:
+        for space in SPACES:
+            await spaces.upsert_space(db, space, space.title())
+        await users.upsert_user(db, "bench", "bench@example.com", "Bench", Role.WRITER, True)
+        grants = [GrantSpec(space, Access.READ_WRITE) for space in SPACES]
+        _, key = await apikeys.create_key(db, "bench-key", "bench", grants, SPACES[0])
+        return key
+    finally:
+        await db.close()
+
+
+@contextmanager
+def _serve(database_url: str) -> Iterator[str]:
+    """A ``memory-mcp serve`` process on ``database_url`` (the static table read where the other
+    benchmarks keep it); yields its base URL."""
+    static_dir = static_table_dir()
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-lifecycle-"))
+    port = free_port()
+    env = {**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"}
+    if static_dir is not None:
+        env["MEMORY_MCP_STATIC_EMBEDDING_DIR"] = str(static_dir)
+    command = ["serve", "--data-dir", str(data_dir), "--database-url", database_url, "--port", str(port)]
+    server = subprocess.Popen([sys.executable, "-m", "memory_mcp.cli", *command], env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(base, server)
+        yield base
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _rows(dsn: str, space: str) -> int:
+    """Every memory row of the space, versions included (as the superuser: past row-level security)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM memories m JOIN spaces s ON s.id = m.space_id WHERE s.key = %s", (space,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def retried_saves(bases: list[str], key: str, space: str, saves: int, keyed: bool) -> float:
+    """``saves`` saves by CLIENTS clients, each sent twice (the retry to the other server)."""
+    auth = {"Authorization": f"Bearer {key}"}
+    per_client = saves // CLIENTS
+    rng = random.Random(7)
+
+    async def client(n: int, http: list[httpx2.AsyncClient]) -> None:
+        for i in range(per_client):
+            fact = (
+                f"Build agent {n}-{i} ({uuid.uuid4().hex[:6]}) runs the {space} nightly job on rack {i % 17}."
+            )
+            extra = {"containerTag": space, **({"idempotencyKey": f"{n}-{i}"} if keyed else {})}
+            first = asyncio.create_task(http[i % 2].post("/v1/memories", json={"content": fact, **extra}))
+            await asyncio.sleep(rng.uniform(0, 0.03))  # the client's timeout: it retries, reworded
+            retry = http[(i + 1) % 2].post("/v1/memories", json={"content": f"{fact} (retried)", **extra})
+            for answer in await asyncio.gather(first, retry):
+                answer.raise_for_status()
+
+    started = time.perf_counter()
+    clients = [
+        [httpx2.AsyncClient(base_url=b, headers=auth, timeout=120) for b in bases] for _ in range(CLIENTS)
+    ]
+    try:
+        await asyncio.gather(*(client(n, clients[n]) for n in range(CLIENTS)))
+    finally:
+        for pair in clients:
+            for c in pair:
+                await c.aclose()
+    return time.perf_counter() - started
+
+
+async def latency(base: str, key: str, n: int) -> tuple[list[float], list[float]]:
+    plain: list[float] = []
+    keyed: list[float] = []
+    async with httpx2.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as http:
+        for i in range(n):
+            for times, extra in ((plain, {}), (keyed, {"idempotencyKey": f"lat-{i}"})):
+                body = {
+                    "content": f"Latency probe {i} {uuid.uuid4().hex[:8]}: the {len(times)}th fact.",
+                    **extra,
+                }
+                started = time.perf_counter()
+                (await http.post("/v1/memories", json=body)).raise_for_status()
+                times.append((time.perf_counter() - started) * 1000)
+    return plain, keyed
+
+
+async def store_latency(url: str, n: int) -> tuple[list[float], list[float]]:
+    """The store's save alone (no HTTP, no embedding), with and without a key, alternating."""
+    from memory_mcp.store import identity
+
+    key = await _key(url)
+    db = Database(url, pool_size=2)
+    plain: list[float] = []
+    keyed: list[float] = []
+    try:
+        ctx = identity.resolve_space(await identity.authenticate(db, key), "control")
+        for i in range(n):
+            for times, idem in ((plain, None), (keyed, f"store-{i}")):
+                started = time.perf_counter()
+                await memories.save_memory(
+                    db, ctx, f"Store probe {i} {uuid.uuid4().hex[:8]}.", idempotency_key=idem
+                )
+                times.append((time.perf_counter() - started) * 1000)
+    finally:
+        await db.close()
+    return plain, keyed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--saves", type=int, default=2000, help="saves with keys (0: none)")
+    parser.add_argument("--control", type=int, default=400, help="saves without keys (0: none)")
+    parser.add_argument("--latency", type=int, default=200, help="saves of each kind timed")
+    parser.add_argument("--store-only", type=int, default=0, help="only time N store saves of each kind")
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    if args.store_only:
+        with bench_server() as pg:
+            plain, keyed = asyncio.run(store_latency(pg.database("store").app_url, args.store_only))
+        print(
+            f"store save p50, {args.store_only} of each alternating: plain {statistics.median(plain):.2f} ms, "
+            f"with idempotencyKey {statistics.median(keyed):.2f} ms"
+        )
+        return
+    with bench_server() as pg:
+        database = pg.database("lifecycle")
+        key = asyncio.run(_key(database.app_url))
+        every_row = pg.superuser_dsn.replace("/memory_mcp?", f"/{database.name}?")
+        with _serve(database.owner_url) as a, _serve(database.owner_url) as b:
+            bases = [a, b]
+            if args.saves:
+                elapsed = asyncio.run(retried_saves(bases, key, "retries", args.saves, keyed=True))
+                rows = _rows(every_row, "retries")
+                print(
+                    f"with idempotencyKey: {args.saves} saves, each retried once on the other server, "
+                    f"{CLIENTS} clients, 2 servers: {rows} memories stored, {rows - args.saves} duplicates "
+                    f"({elapsed:.0f} s, {2 * args.saves / elapsed:.1f} requests/s)"
+                )
+            if args.control:
+                elapsed = asyncio.run(retried_saves(bases, key, "control", args.control, keyed=False))
+                rows = _rows(every_row, "control")
+                print(
+                    f"without a key: {args.control} saves retried the same way: {rows} memories stored, "
+                    f"{rows - args.control} duplicates ({elapsed:.0f} s)"
+                )
+            plain, keyed = asyncio.run(latency(bases[0], key, args.latency))
+            print(
+                f"save p50 over REST, one client, {args.latency} of each alternating: plain "
+                f"{statistics.median(plain):.1f} ms (p99 {percentile(plain, 99):.1f}), with idempotencyKey "
+                f"{statistics.median(keyed):.1f} ms (p99 {percentile(keyed, 99):.1f})"
+            )
+
+
+if __name__ == "__main__":
+    main()
