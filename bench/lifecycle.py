@@ -8,12 +8,15 @@ save with a key against one without, one client, alternating on one server.
 
     python -m bench.lifecycle [--saves 2000] [--control 400] [--latency 200]
     python -m bench.lifecycle --store-only 300     # the store's save alone, with and without a key
+    python -m bench.lifecycle --webhooks 20        # saves at 50/s: webhooks off, then on
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import random
 import shutil
@@ -164,6 +167,84 @@ async def store_latency(url: str, n: int) -> tuple[list[float], list[float]]:
     return plain, keyed
 
 
+async def webhook_latency(
+    url: str, seconds: float, rate: float, hooked: bool
+) -> tuple[list[float], list[float]]:
+    """Saves at ``rate`` a second for ``seconds`` (the store's save, no embedding); with ``hooked``,
+    a webhook on the space, delivered by the server's loop (``deliver_next`` every 0.5 s) to a
+    loopback receiver. Returns the saves' latencies and each event's commit-to-receipt delay (ms)."""
+    import threading
+    from datetime import UTC, datetime
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from memory_mcp.server.app import WEBHOOK_POLL_INTERVAL_S
+    from memory_mcp.server.webhook_sender import sender
+    from memory_mcp.store import identity, webhooks
+
+    received: dict[str, float] = {}
+    main_loop = asyncio.get_running_loop()
+    all_in = asyncio.Event()
+    expected = [-1]
+
+    def check() -> None:
+        if len(received) >= expected[0] >= 0:
+            all_in.set()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            received[body["data"]["id"]] = time.time()
+            main_loop.call_soon_threadsafe(check)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    key = await _key(url)
+    db = Database(url, pool_size=4)
+    saved: dict[str, float] = {}
+    save_ms: list[float] = []
+    stop = asyncio.Event()
+
+    async def deliver() -> None:
+        send = sender(allow_loopback=True)
+        while not stop.is_set():
+            await asyncio.sleep(WEBHOOK_POLL_INTERVAL_S)
+            while await webhooks.deliver_next(db, send, datetime.now(UTC)):
+                pass
+
+    try:
+        ctx = identity.resolve_space(await identity.authenticate(db, key), "retries")
+        loop = None
+        if hooked:
+            await webhooks.add_webhook(
+                db, "retries", f"http://127.0.0.1:{http.server_address[1]}/hook", "bench"
+            )
+            loop = asyncio.create_task(deliver())
+        started = time.perf_counter()
+        for i in range(int(seconds * rate)):
+            await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+            t0 = time.perf_counter()
+            result = await memories.save_memory(db, ctx, f"Webhook probe {i} {uuid.uuid4().hex[:8]}.")
+            save_ms.append((time.perf_counter() - t0) * 1000)
+            saved[str(result.memory.id)] = time.time()
+        if loop is not None:
+            expected[0] = len(saved)
+            check()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_in.wait(), 60)
+            stop.set()
+            await loop
+    finally:
+        await db.close()
+        http.shutdown()
+    delays = [(received[m] - t) * 1000 for m, t in saved.items() if m in received]
+    return save_ms, delays
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -172,8 +253,27 @@ def main() -> None:
     parser.add_argument("--control", type=int, default=400, help="saves without keys (0: none)")
     parser.add_argument("--latency", type=int, default=200, help="saves of each kind timed")
     parser.add_argument("--store-only", type=int, default=0, help="only time N store saves of each kind")
+    parser.add_argument(
+        "--webhooks",
+        type=float,
+        default=0,
+        help="only: saves at 50/s for this many seconds, webhooks off then on",
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    if args.webhooks:
+        with bench_server() as pg:
+            off, _ = asyncio.run(webhook_latency(pg.database("off").app_url, args.webhooks, 50, hooked=False))
+            on, delays = asyncio.run(
+                webhook_latency(pg.database("on").app_url, args.webhooks, 50, hooked=True)
+            )
+        print(
+            f"webhooks, saves at 50/s for {args.webhooks:.0f} s (store save, no embedding): save p50 "
+            f"{statistics.median(off):.2f} ms off, {statistics.median(on):.2f} ms on; {len(delays)} of {len(on)} "
+            f"events received, commit to receipt p50 {statistics.median(delays):.0f} ms, "
+            f"p99 {percentile(delays, 99):.0f} ms"
+        )
+        return
     if args.store_only:
         with bench_server() as pg:
             plain, keyed = asyncio.run(store_latency(pg.database("store").app_url, args.store_only))

@@ -51,10 +51,12 @@ async def check_receiver(url: str, allow_loopback: bool) -> None:
 def sender(allow_loopback: bool) -> Sender:
     """A ``webhooks.Sender`` that checks the receiver, then POSTs; a non-2xx answer is a failure."""
 
+    # One client for every send: its connections stay open between deliveries to a receiver.
+    http = httpx2.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False)
+
     async def send(url: str, headers: dict[str, str], body: bytes) -> None:
         await check_receiver(url, allow_loopback)
-        async with httpx2.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False) as http:
-            answer = await http.post(url, content=body, headers=headers)
+        answer = await http.post(url, content=body, headers=headers)
         if not 200 <= answer.status_code < 300:
             raise ReceiverRefused(f"the receiver answered {answer.status_code}")
 

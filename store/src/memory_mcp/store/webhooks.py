@@ -35,6 +35,10 @@ from .errors import Conflict, NotFound
 
 SECRET_PREFIX = "whsec_"
 MAX_ATTEMPTS = 8
+# Events one lock of a webhook sends at most, in order. One event per transaction fell behind saves
+# at 50/s (commit to receipt p50 10.6 s after 20 s); in batches, p50 253 ms, p99 510 ms
+# (``python -m bench.lifecycle --webhooks 20``, 2 shared cores).
+BATCH = 100
 # Seconds before retry n (1-based): 1, 2, 4 ... capped at 5 minutes; 8 attempts span about 4 minutes.
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 300.0
@@ -240,7 +244,8 @@ def backoff_s(attempts: int) -> float:
 
 
 async def deliver_next(db: Database, send: Sender, now: datetime) -> bool:
-    """Send the next event of one webhook that has one due; False when none has (or all are taken)."""
+    """Send the due events of one webhook that has some, in order, up to ``BATCH`` of them and only
+    while the receiver takes them; False when no webhook has one due (or all are taken)."""
     async with _every_space(db) as conn:
         hook = (
             await conn.execute(
@@ -253,44 +258,57 @@ async def deliver_next(db: Database, send: Sender, now: datetime) -> bool:
         ).first()
         if hook is None:
             return False
-        event = (
+        events = (
             await conn.execute(
                 text(
-                    f"{_EVENT} JOIN webhooks w ON w.id = :w WHERE {_DUE_WHERE} ORDER BY e.txid, e.id LIMIT 1"
+                    f"{_EVENT} JOIN webhooks w ON w.id = :w WHERE {_DUE_WHERE} ORDER BY e.txid, e.id LIMIT :n"
                 ),
-                {"w": hook.id},
+                {"w": hook.id, "n": BATCH},
             )
-        ).one()
-        headers, body = message(hook.secret, event, hook.key, now)
-        try:
-            await send(hook.url, headers, body)
-        except Exception as exc:  # any failure of the receiver or the way to it: retried
-            attempts = hook.attempts + 1
-            if attempts < MAX_ATTEMPTS:
+        ).all()
+        last = None
+        for event in events:
+            headers, body = message(hook.secret, event, hook.key, now)
+            try:
+                await send(hook.url, headers, body)
+            except Exception as exc:  # any failure of the receiver or the way to it: retried
+                attempts = hook.attempts + 1 if last is None else 1
+                if attempts < MAX_ATTEMPTS:
+                    await _advance(conn, hook.id, last)
+                    await conn.execute(
+                        text(
+                            "UPDATE webhooks SET attempts = :a, next_attempt_at = now() + make_interval(secs => :d) "
+                            "WHERE id = :w"
+                        ),
+                        {"a": attempts, "d": backoff_s(attempts), "w": hook.id},
+                    )
+                    return True
                 await conn.execute(
                     text(
-                        "UPDATE webhooks SET attempts = :a, next_attempt_at = now() + make_interval(secs => :d) "
-                        "WHERE id = :w"
+                        "INSERT INTO webhook_dead_letters (webhook_id, event_id, attempts, error) "
+                        "VALUES (:w, :e, :a, :err)"
                     ),
-                    {"a": attempts, "d": backoff_s(attempts), "w": hook.id},
+                    {
+                        "w": hook.id,
+                        "e": event.id,
+                        "a": attempts,
+                        "err": (str(exc) or exc.__class__.__name__)[:500],
+                    },
                 )
+                await _advance(conn, hook.id, event)
                 return True
-            await conn.execute(
-                text(
-                    "INSERT INTO webhook_dead_letters (webhook_id, event_id, attempts, error) VALUES (:w, :e, :a, :err)"
-                ),
-                {
-                    "w": hook.id,
-                    "e": event.id,
-                    "a": attempts,
-                    "err": (str(exc) or exc.__class__.__name__)[:500],
-                },
-            )
+            last = event
+        await _advance(conn, hook.id, last)
+        return True
+
+
+async def _advance(conn: AsyncConnection, hook_id: uuid.UUID, event: Any) -> None:
+    """Move the webhook's cursor past ``event`` (delivered or dead-lettered); nothing when None."""
+    if event is not None:
         await conn.execute(
             text(
                 "UPDATE webhooks SET after_txid = :t, after_event = :e, attempts = 0, next_attempt_at = now() "
                 "WHERE id = :w"
             ),
-            {"t": event.txid, "e": event.id, "w": hook.id},
+            {"t": event.txid, "e": event.id, "w": hook_id},
         )
-        return True
