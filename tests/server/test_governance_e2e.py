@@ -50,7 +50,10 @@ async def test_review_space_end_to_end_over_mcp_and_rest(server: RunningServer) 
         short = saved["memory"]["id"][:8]
         assert saved["message"].startswith(f"Proposed for review in space 'policies' (id {short})")
         found = await agent.ok("search_memory", query="when are expense reports due", keyword="Expense")
-        assert found["results"] == [] and found["profile"]["recent"] == []
+        # A proposal is not searchable; nothing matched, so the answer carries nothing else (no profile).
+        assert found["results"] == [] and found.get("profile") is None
+        profile = await agent.client.read_resource("memory-mcp://profile")
+        assert "Expense" not in profile.contents[0].text  # type: ignore[union-attr]
         listed = await agent.ok("listMemories", status="proposed")
         assert [(m["id"], m["proposal"], m["proposedBy"]) for m in listed["memories"]] == [
             (saved["memory"]["id"], "save", "Wanda")

@@ -177,7 +177,12 @@ async def test_fetch_graph_data_is_the_space_and_only_the_space(server: RunningS
         foreign = await s.ok("add_memory", content="The ledger database lives in Oslo.")
     async with mcp_session(server, k["writer"]) as s:
         v1 = await s.ok("add_memory", content="The ledger database lives in Frankfurt.")
-        v2 = await s.ok("add_memory", content="the ledger database lives in Frankfurt.")  # a restatement
+        # A new version by id (text equal but for case would return the live memory instead).
+        v2 = await s.ok(
+            "add_memory",
+            content="The ledger database lives in Frankfurt am Main.",
+            memoryId=v1["memory"]["id"],
+        )
         await s.ok("add_memory", content="The ledger database lives in Berlin now.")
         await s.ok("add_memory", content="Lunch is at noon.")
         graph = await s.ok("fetch-graph-data")
@@ -195,7 +200,7 @@ async def test_fetch_graph_data_is_the_space_and_only_the_space(server: RunningS
     assert documents == [] and foreign["memory"]["id"] not in ids
     assert [e for e in graph["edges"] if e["kind"] == "source"] == []
     assert all(e["source"] in ids and e["target"] in ids for e in graph["edges"])
-    # The restatement superseded the first version; both are on the graph, linked as versions.
+    # The second version superseded the first; both are on the graph, linked as versions.
     assert v2["status"] == "updated" and v1["memory"]["id"] in ids
     version = {"source": v1["memory"]["id"], "target": v2["memory"]["id"], "kind": "version", "weight": 1.0}
     assert version in graph["edges"]

@@ -63,7 +63,12 @@ async def test_widgets_in_a_real_browser(server: RunningServer, tmp_path: Path) 
         first = await s.ok(
             "add_memory", content="The ledger database lives in Frankfurt.", containerTag="alpha"
         )
-        await s.ok("add_memory", content="the ledger database lives in Frankfurt.", containerTag="alpha")
+        await s.ok(
+            "add_memory",
+            content="The ledger database lives in Frankfurt am Main.",
+            memoryId=first["memory"]["id"],
+            containerTag="alpha",
+        )
         await s.ok("add_memory", content="The ledger database lives in Berlin now.", containerTag="alpha")
         await s.ok("add_memory", content="Payments settle twice a day.", containerTag="alpha")
         elsewhere = await s.ok("add_memory", content="Gamma-ray bursts are bright.", containerTag="other")
@@ -144,7 +149,9 @@ async def test_widgets_in_a_real_browser(server: RunningServer, tmp_path: Path) 
     assert drawn == expected
     assert elsewhere["memory"]["id"] not in drawn and elsewhere["memory"]["documentId"] not in drawn
     assert {n["kind"] for n in graph["nodes"]} == {"document", "memory"}
-    assert "source" in graph["edges"] and "version" in graph["edges"]  # the restatement is a version
+    assert (
+        "source" in graph["edges"] and "version" in graph["edges"]
+    )  # the second version is linked to the first
     assert first["memory"]["id"] in drawn  # the superseded version is drawn too
     # The search finds the saved memory; a memory saved on its own has no document to draw (documents
     # are uploads and long texts). The details panel shows the first match.
