@@ -23,6 +23,9 @@ ALGORITHM = "EdDSA"  # Ed25519: small keys, and a signature checks in tens of mi
 # How old a pod's copy of the keys may be when it signs or verifies a token: a key retired with
 # ``oauth keys retire`` is refused everywhere this long after (the target is 5 s).
 RECHECK_S = 2.0
+# A token naming a kid this process has not read yet (another pod made a key a moment ago) reads the
+# keys again at once, but not more often than this: forged kids cannot turn into a read a request.
+UNKNOWN_KID_RECHECK_S = 0.25
 
 
 def b64(data: bytes) -> str:
@@ -84,8 +87,10 @@ class SigningKeys:
     Keys come from a folder of PEM files (a Kubernetes Secret; the name sorting last signs) when
     ``folder`` is set, else from the database, where the first pod to need one creates it. Kept in
     memory and read again when they are ``recheck_s`` old and a token is to be signed or checked:
-    every pod signs with a rotated key, learns of a new ``kid`` and refuses a key retired at once
-    (``retire_signing_key``) within ``recheck_s``, at the cost of one indexed read per interval.
+    every pod signs with a rotated key and refuses a key retired at once (``retire_signing_key``)
+    within ``recheck_s``, at the cost of one indexed read per interval; a token naming a ``kid`` it
+    has not read yet (another pod's new key) makes it read again at once (at most every
+    ``UNKNOWN_KID_RECHECK_S``).
     A retired key's overlap is kept by the clock on every check, not by the next read.
     """
 
@@ -108,7 +113,8 @@ class SigningKeys:
 
     async def verification_key(self, db: Database, kid: str) -> SigningKey | None:
         """The key named ``kid`` while it may verify: live, or retired less than the overlap ago."""
-        if self._stale():
+        unknown = kid not in self._keys and time.monotonic() - self._loaded_at >= UNKNOWN_KID_RECHECK_S
+        if self._stale() or unknown:
             await self._load(db, create=False)
         key = self._keys.get(kid)
         if key is None or key.retired_at is None:
