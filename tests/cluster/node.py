@@ -183,7 +183,9 @@ class Node:
         socket_path.parent.mkdir(exist_ok=True)
         inner = Process(
             f"relay-{name}-inner",
-            self.in_netns("socat", f"UNIX-LISTEN:{socket_path},fork,reuseaddr,unlink-early", f"TCP:{target}"),
+            self.in_netns(
+                "socat", f"UNIX-LISTEN:{socket_path},fork,reuseaddr,unlink-early", f"TCP:{target},nodelay"
+            ),
             self.root / "logs" / f"relay-{name}.log",
         )
         inner.start()
@@ -195,7 +197,13 @@ class Node:
         port = free_port()
         outer = Process(
             f"relay-{name}-outer",
-            ["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{socket_path}"],
+            # nodelay on both TCP ends: without it a small request waited on Nagle's algorithm
+            # and the peer's delayed ACK (40 ms a call at one client).
+            [
+                "socat",
+                f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay",
+                f"UNIX-CONNECT:{socket_path}",
+            ],
             self.root / "logs" / f"relay-{name}.log",
         )
         outer.start()
