@@ -9,7 +9,7 @@ their ratio. Both share the machine's two cores with the clients; on the cluster
 crosses two socat relays (host loopback -> Unix socket -> the node's namespace) and kube-proxy's
 rules, and two server pods share the cores with one PostgreSQL.
 
-    sudo python -m bench.cluster_load [--memories 300] [--clients 1,16] [--seconds 10]
+    python -m bench.cluster_load [--memories 300] [--clients 1,16] [--seconds 10]    # as root
 
 Needs what scripts/cluster builds (the Kubernetes binaries and the images).
 """
