@@ -9,10 +9,9 @@ in the docs is the one this module writes, so a changed limit cannot leave the d
 
 from __future__ import annotations
 
-import re
 import sys
-from pathlib import Path
 
+from memory_mcp.core.generated_section import replace_section, rewrite_files
 from memory_mcp.core.settings import Settings
 from memory_mcp.store import validation
 
@@ -94,21 +93,10 @@ def table() -> str:
     return "\n".join([*lines, "", END])
 
 
-_SECTION = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
-
-
 def rewrite(text: str) -> str:
     """``text`` with its limits table replaced by the current one."""
-    if not _SECTION.search(text):
-        raise ValueError(f"no limits table (a line '{BEGIN}') in the file")
-    return _SECTION.sub(lambda _: table(), text)
-
-
-def main(paths: list[str]) -> None:
-    for name in paths:
-        path = Path(name)
-        path.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return replace_section(text, BEGIN, END, table(), "limits table")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    rewrite_files(sys.argv[1:], rewrite)

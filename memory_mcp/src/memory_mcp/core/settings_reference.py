@@ -10,7 +10,6 @@ the docs behind.
 
 from __future__ import annotations
 
-import re
 import sys
 import types
 import typing
@@ -21,6 +20,7 @@ from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from memory_mcp.core.generated_section import replace_section, rewrite_files
 from memory_mcp.core.settings import Settings
 
 BEGIN = "<!-- settings: written by python -m memory_mcp.core.settings_reference; do not edit by hand -->"
@@ -281,21 +281,10 @@ def reference() -> str:
     return "\n".join([*lines, "", END])
 
 
-_SECTION = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
-
-
 def rewrite(text: str) -> str:
     """``text`` with its settings tables replaced by the current ones."""
-    if not _SECTION.search(text):
-        raise ValueError(f"no settings tables (a line '{BEGIN}') in the file")
-    return _SECTION.sub(lambda _: reference(), text)
-
-
-def main(paths: list[str]) -> None:
-    for name in paths:
-        path = Path(name)
-        path.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return replace_section(text, BEGIN, END, reference(), "settings tables")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    rewrite_files(sys.argv[1:], rewrite)
