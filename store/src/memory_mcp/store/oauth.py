@@ -531,6 +531,14 @@ async def exchange_code(
     return tokens
 
 
+async def _revoke_reused(conn: AsyncConnection, row: Any) -> None:
+    """A refresh token used twice: every token of its grant revoked, and the reuse audited."""
+    await _revoke_families(conn, "id = :id", {"id": row.id}, "refresh token reused")
+    await record(
+        conn, "oauth", "oauth.refresh_reused", "oauth_client", row.client_id, details={"family": str(row.id)}
+    )
+
+
 async def refresh(
     db: Database, issuer: Issuer, *, refresh_token: str, client_id: str, resource: str | None
 ) -> Tokens:
@@ -552,15 +560,7 @@ async def refresh(
         if row.client_id != client_id:
             raise OAuthError("invalid_grant", "refresh token was issued to another client")
         if row.used_at is not None:
-            await _revoke_families(conn, "id = :id", {"id": row.id}, "refresh token reused")
-            await record(
-                conn,
-                "oauth",
-                "oauth.refresh_reused",
-                "oauth_client",
-                row.client_id,
-                details={"family": str(row.id)},
-            )
+            await _revoke_reused(conn, row)
     if row.used_at is not None:
         raise OAuthError(
             "invalid_grant",
@@ -588,15 +588,7 @@ async def refresh(
     # Another request rotated it a moment ago: that is a reuse too. The revocation commits in a
     # transaction of its own, so the refusal raised after it cannot roll it back.
     async with db.transaction() as conn:
-        await _revoke_families(conn, "id = :id", {"id": row.id}, "refresh token reused")
-        await record(
-            conn,
-            "oauth",
-            "oauth.refresh_reused",
-            "oauth_client",
-            row.client_id,
-            details={"family": str(row.id)},
-        )
+        await _revoke_reused(conn, row)
     raise OAuthError("invalid_grant", "refresh token already used", "refresh_reused")
 
 
