@@ -9,12 +9,11 @@ import json
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from memory_mcp.options import DatabaseUrl, DataDir, console, fail, on_database
+from memory_mcp.options import DatabaseUrl, DataDir, OutputFile, console, fail, on_database
 
 if TYPE_CHECKING:
     from memory_mcp.core.settings import Settings
@@ -56,10 +55,7 @@ def export(
         typer.Option("--until", metavar="DATE", help="Up to this date or time (ISO 8601, exclusive)"),
     ] = None,
     fmt: Annotated[Format, typer.Option("--format", help="jsonl (one event a line) or csv")] = Format.JSONL,
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output", metavar="FILE", help="Write to this file (default: stdout)"),
-    ] = None,
+    output: OutputFile = None,
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:

@@ -31,6 +31,10 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option("--database-url", metavar="URL", help="postgresql:// URL of an external server instead"),
 ]
+OutputFile = Annotated[
+    Path | None,
+    typer.Option("-o", "--output", metavar="FILE", help="Write to this file (default: stdout)"),
+]
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from memory_mcp.options import DatabaseUrl, DataDir, console, fail, on_database, read_input
+from memory_mcp.options import DatabaseUrl, DataDir, OutputFile, console, fail, on_database, read_input
 
 if TYPE_CHECKING:
     from memory_mcp.core.settings import Settings
@@ -60,10 +60,7 @@ def export(
         bool,
         typer.Option("--history", help="Also superseded versions, forgotten memories and documents"),
     ] = False,
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output", metavar="FILE", help="Write to this file (default: stdout)"),
-    ] = None,
+    output: OutputFile = None,
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:
