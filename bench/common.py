@@ -142,11 +142,12 @@ def free_port() -> int:
 
 @contextmanager
 def serve_process(
-    prefix: str, stdout: int = subprocess.DEVNULL
+    prefix: str, stdout: int = subprocess.DEVNULL, extra_args: Sequence[str] = ()
 ) -> Iterator[tuple[subprocess.Popen[bytes], Path, int]]:
     """A ``memory-mcp serve`` process on a fresh temporary data dir and a free port (warning-level
-    logs): yields the process, the data dir and the port; stops it (SIGTERM, which also stops its
-    embedded PostgreSQL) and removes the data dir afterwards.
+    logs; ``extra_args`` added to its command line, e.g. ``--database-url``): yields the process,
+    the data dir and the port; stops it (SIGTERM, which also stops its embedded PostgreSQL) and
+    removes the data dir afterwards.
 
     The server reads the static table from :func:`static_table_dir`, as every server on a machine
     that has made it reads it from the machine's cache, instead of distilling it first: distilling (a
@@ -159,7 +160,11 @@ def serve_process(
     if static_dir is not None:
         env["MEMORY_MCP_STATIC_EMBEDDING_DIR"] = str(static_dir)
     server = subprocess.Popen(
-        [sys.executable, "-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        [
+            sys.executable,
+            *("-m", "memory_mcp.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)),
+            *extra_args,
+        ],
         stdout=stdout,
         stderr=subprocess.DEVNULL,
         env=env,

@@ -17,24 +17,17 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
-import shutil
-import signal
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx2
 import psycopg
 
-from bench.common import bench_server, free_port, machine, percentile, static_table_dir
+from bench.common import bench_server, machine, percentile, serve_process
 from bench.ingest import wait_ready
 from memory_mcp.store import apikeys, memories, spaces, users
 from memory_mcp.store.access import Access, Role
@@ -63,27 +56,15 @@ async def _key(url: str) -> str:
 
 @contextmanager
 def _serve(database_url: str) -> Iterator[str]:
-    """A ``memory-mcp serve`` process on ``database_url`` (the static table read where the other
-    benchmarks keep it); yields its base URL."""
-    static_dir = static_table_dir()
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-mcp-lifecycle-"))
-    port = free_port()
-    env = {**os.environ, "MEMORY_MCP_LOG_LEVEL": "warning"}
-    if static_dir is not None:
-        env["MEMORY_MCP_STATIC_EMBEDDING_DIR"] = str(static_dir)
-    command = ["serve", "--data-dir", str(data_dir), "--database-url", database_url, "--port", str(port)]
-    server = subprocess.Popen([sys.executable, "-m", "memory_mcp.cli", *command], env=env)
-    try:
+    """A ``memory-mcp serve`` process on ``database_url``; yields its base URL."""
+    with serve_process("memory-mcp-lifecycle-", extra_args=("--database-url", database_url)) as (
+        server,
+        _,
+        port,
+    ):
         base = f"http://127.0.0.1:{port}"
         wait_ready(base, server)
         yield base
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _rows(dsn: str, space: str) -> int:
