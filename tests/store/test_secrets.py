@@ -623,7 +623,7 @@ def test_dotted_values_that_are_not_discord_tokens() -> None:
     head, middle, _ = token.split(".")
     for text in (
         f"x{token}",  # inside a longer token: the id part is too long
-        f"{head}.{middle}.{'a' * 27}",  # the signature is a mask
+        f"{head}.{middle}.{'x' * 27}",  # the signature is a mask (a repeated 'a' is a test key)
         "com.example.memory.server.configuration.loader",
         f"traceparent: 00-{_random(32, _HEX)}-{_random(16, _HEX)}-01",
         f"{head}.{middle}",

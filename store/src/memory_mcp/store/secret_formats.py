@@ -8,7 +8,8 @@ must not follow a letter, digit, ``_`` or ``-`` and must not be followed by one,
 must not be a mask or a stand-in (``glpat-xxxxxxxxxxxxxxxxxxxx``).
 
 The formats follow the vendors' documentation as the gitleaks rule set collects it (gitleaks,
-MIT licence, ``cmd/generate/config/rules``); the patterns here are written for this module. Bodies
+MIT licence, ``cmd/generate/config/rules``), or the vendor's own where gitleaks has no rule (LangSmith,
+Rootly, Apify, Alchemy, Bitbucket Data Center, AppSync); the patterns here are written for this module. Bodies
 are as long as the vendor's or longer: a token cut short in a paste is still a token.
 """
 
@@ -78,6 +79,8 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
         )
     ),
     TokenFormat("service_token", "Heroku", "HRKU-AA", _B64URL + "{58}"),
+    TokenFormat("service_token", "AWS AppSync API key", "da2-", r"[a-z0-9]{26}"),
+    TokenFormat("service_token", "Octopus Deploy", "API-", r"[A-Z0-9]{26}"),
     *(
         TokenFormat("service_token", "HashiCorp Vault", prefix, body)
         for prefix, body in (("hvs.", _B64URL + "{90,120}"), ("hvb.", _B64URL + "{138,300}"))
@@ -111,6 +114,14 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat("service_token", "Sentry organisation token", "sntrys_eyJ", r"[A-Za-z0-9+/=_]{50,}"),
     TokenFormat("service_token", "Sourcegraph", "sgp_", r"(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}"),
     TokenFormat("service_token", "Linear", "lin_api_", r"[A-Za-z0-9]{40}"),
+    *(
+        TokenFormat("service_token", "LangSmith", prefix, r"[a-f0-9]{32}_[a-f0-9]{10}")
+        for prefix in ("lsv2_pt_", "lsv2_sk_")
+    ),
+    TokenFormat("service_token", "Rootly", "rootly_", r"[a-f0-9]{64}"),
+    TokenFormat("service_token", "Apify", "apify_api_", r"[A-Za-z0-9]{36}"),
+    TokenFormat("service_token", "Alchemy", "alcht_", r"[A-Za-z0-9]{30}"),
+    TokenFormat("service_token", "Bitbucket Data Center", "BBDC-", r"[A-Za-z0-9+/]{44}"),
     TokenFormat("service_token", "Postman", "PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}"),
     TokenFormat("service_token", "Atlassian", "ATATT3", r"[A-Za-z0-9_=-]{150,}"),
     TokenFormat("service_token", "Notion", "ntn_", r"\d{11}[A-Za-z0-9]{35}"),

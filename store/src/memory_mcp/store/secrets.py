@@ -20,7 +20,8 @@ Rules
 0. **This project's keys**: ``mmk_<prefix>_<secret>`` (``store/keys.py``), in prose, exports and
    config files alike.
 1. **Vendor formats** with a recognisable prefix or shape: Google Cloud service-account JSON
-   (``private_key_id`` or an inline ``private_key``), AWS access key ids (``AKIA``/``ASIA`` + 16),
+   (``private_key_id`` or an inline ``private_key``), AWS access key ids (``AKIA``/``ASIA``/``ABIA``/``ACCA``
+   + 16),
    AWS secret keys (40 base64 characters introduced by an AWS secret-key name), Azure storage account
    keys, connection strings and SAS signatures, GitHub (``ghp_ gho_ ghs_ ghu_ ghr_ github_pat_``),
    GitLab (every prefix: ``glpat-``, ``gloas-``, ``glrt-``, ``GR1348941``, ...), Discord bot tokens,
@@ -41,7 +42,14 @@ Rules
    test keys pass in a text that calls them an example, sample or documentation; alone or in a
    config line they are refused, because they have the shape of real keys, every scanner downstream
    (push protection, CI, log scrubbers) flags a copy, and an agent that learns one from a memory
-   pastes it into code. Masks (``AKIAXXXXXXXXXXXXXXXX``) pass.
+   pastes it into code. **Masks pass, test keys do not**: a key's place filled with a redacting
+   character (``x``, ``X``, ``*``, ``•``, ``#``, ``0``, ``?``: ``AKIAXXXXXXXXXXXXXXXX``,
+   ``glpat-xxxxxxxxxxxxxxxxxxxx``) is a mask; filled with any other repeated character or a repeated
+   unit of up to 12 (``AKIAZZZZZZZZZZZZZZZZ``, ``hvb.bbbb...``, ``abcd1234abcd1234...`` after a
+   key's name) it is a test key, refused for the same reasons as the documented examples.
+   Also Docker registry ``"auth"`` values (base64 of ``user:password``), an Azure storage key (88
+   characters of base64) after the name of one, on its line or the next, Tableau token secrets
+   (``<22>==:<32>``), MaxMind license keys (``..._mmk``) and a UUID after ``Bearer``.
 2. **Structural formats**: JWTs (three base64url segments whose header decodes to a JSON object with
    ``alg``; without the signature, the payload must decode to a JSON object too), PEM private-key
    blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material, also on quoted or commented
@@ -64,7 +72,14 @@ Rules
    ``senha``, ``palavra-passe``, ``wachtwoord``, ``parola d'ordine``, ``hasło``, ``lösenord``,
    ``passord``, ``adgangskode``, ``salasana``, ``şifre``, ``heslo``, ``пароль``, ``secret``, ``token``,
    ``api_key``, ``client_secret``, ...) at the end of a key, followed by ``=``, ``:=``, ``=>`` or ``:``
-   and a value; the prose forms "the password is X" in those languages ("das Passwort lautet X",
+   and a value, or compared with a literal (``password == "..."``, ``"..." != api_key``); a number
+   or C array brackets may follow the name (``api_key2``, ``char pw[] = ...``), a C# value may be
+   verbatim (``@"..."``), and ``secrete`` (French *secrète* without its accent) counts as secret. A
+   quoted value of four to eight words after ``=`` (not ``:``) is a passphrase. Keys in camelCase
+   (``fastlyKey = "<random>"``; not ``cacheKey``), XML elements named after a credential
+   (``<password>X</password>``, Jenkins' ``<secret>{AQAAABAAAA...}</secret>``) and a name and value
+   as two string literals (``Header.Set("X-Api-Key", "...")``, ``{ "AccountKey", "..." }``) too.
+   The prose forms "the password is X" in those languages ("das Passwort lautet X",
    "le mot de passe est X", "la contraseña es X", "het wachtwoord is X", "hasło do bazy to X", ...),
    a password word right before a value ("Passwort Sommer2024!"), "login: user / password", and
    "the signing key is X" for secrets and tokens. Also Greek, Hungarian, Romanian, Indonesian and
@@ -72,15 +87,16 @@ Rules
    ``비밀번호는 X``); and the value before the word: "use X as the password", "nimm X als Passwort",
    "prends X comme mot de passe", "X is the new password".
 5. **Generic high entropy**: a random-looking string of 20+ characters (mixed case, or lowercase with
-   digits) within a few words of a credential word on the same line: ``key``, ``secret``, ``token``,
+   digits; in ``Key=value`` the value alone) within a few words of a credential word on the same line: ``key``, ``secret``, ``token``,
    ``password``, ``credential`` and their equivalents in the languages above (``clé``, ``jeton``,
    ``clave``, ``chave``, ``sleutel``, ``Schlüssel``, ``chiave``, ``klucz``, ``nyckel``, ``ключ``, ...).
 
 What does *not* count as a secret (so that notes *about* credentials can be saved):
 
 - **Placeholders and references**: values in angle brackets or templates (``<password>``,
-  ``${DB_PASSWORD}``, ``{{ secrets.token }}``, ``%(pw)s``, ``$(cat file)``: the whole construct; a lone
-  ``<``, ``>`` or ``$(`` is a character of a password), masked values (``***``, ``xxxx``, ``...``),
+  ``${DB_PASSWORD}``, ``{{ secrets.token }}``, ``%(pw)s``, ``$(cat file)``: the whole construct, with
+  an expression inside the braces; a lone ``<``, ``>`` or ``$(``, or braces around symbols
+  (``m{{h}o)p${e]...``), are characters of a password), masked values (``***``, ``xxxx``, ``...``),
   values containing marker words (``example``, ``your``, ``changeme``, ``redacted``, ``dummy``,
   ``placeholder``, ``sample``, or the words password/secret/token in a value of words only, as in
   ``my-secret-token``; ``MySecret2024!`` is a password),
@@ -100,7 +116,7 @@ What does *not* count as a secret (so that notes *about* credentials can be save
   random string. After a password word the bar is lower (6+ characters with a letter and a digit or
   a symbol inside: ``Passwort: Sommer2024``), minus technical terms and versions (``SHA256``,
   ``Argon2id``, ``v2.3.1``). Quoted values containing spaces are treated as prose
-  (``{"password": "too short"}``), so passphrases with spaces are not detected.
+  (``{"password": "too short"}``), except four to eight words assigned with ``=`` (a passphrase).
 - **Kubernetes-style names**: lowercase words joined by ``-`` or ``_`` (``existingSecret=memory-keys``)
   are references to a secret, not its value.
 
@@ -367,8 +383,6 @@ _PLACEHOLDER_MARKERS = (
     "****",
     "...",
     "\u2026",
-    "{{",
-    "}}",
     "replace",
     "insert",
 )
@@ -378,8 +392,14 @@ _PLACEHOLDER_MARKERS = (
 _CREDENTIAL_WORD_MARKERS = ("password", "passwort", "secret", "token")
 _WORDS_ONLY = re.compile(r"[A-Za-z]+(?:[-_. ][A-Za-z]+)*")
 # Template syntax marks a stand-in only as a whole construct: ``<your-password>``, ``${DB_PASSWORD}``,
-# ``$(cat /run/secrets/db)``, ``%(pw)s``. A lone ``<``, ``>`` or ``$(`` is a character of a password.
-_TEMPLATE = re.compile(r"^<|>$|<[A-Za-z][A-Za-z0-9_ .-]*>|\$\{[^}]*\}|\$\([^)]*\)|%\([^)]*\)")
+# ``{{ .Values.password | b64enc }}``, ``$(cat /run/secrets/db)``, ``%(pw)s``. Inside braces stands an
+# expression (names, dots, pipes, quotes, calls), so ``m{{h}o)p${e]nob(ody[...}}`` is a password full
+# of symbols, not a template. A lone ``<``, ``>`` or ``$(`` is a character of a password.
+_TEMPLATE_EXPRESSION = r"""[\w\s.:|'"()\[\]/,@*?=+-]*"""
+_TEMPLATE = re.compile(
+    r"^<|>$|<[A-Za-z][A-Za-z0-9_ .-]*>"
+    rf"|\{{\{{{_TEMPLATE_EXPRESSION}\}}\}}|\$\{{{_TEMPLATE_EXPRESSION}\}}|\$\([^)]*\)|%\([^)]*\)"
+)
 
 # Whole values that are defaults or stand-ins; matched case-insensitively.
 _PLACEHOLDER_VALUES = frozenset(
@@ -596,9 +616,32 @@ def _opaque_token(value: str) -> bool:
     return _looks_random(joined) or _looks_random(joined.lower(), mixed_case=False)
 
 
+# Characters that redact: a vendor's format filled with one of them is a mask (``AKIAXXXXXXXXXXXXXXXX``,
+# ``glpat-xxxxxxxxxxxxxxxxxxxx``, ``sk-****``, ``0000...``) and passes.
+_MASK_CHARACTERS = frozenset("*xX#.-_\u2022\u00b70?")
+
+
+def _test_key(value: str) -> bool:
+    """A key's place filled with a repeated pattern that does not redact: one character
+    (``AKIAZZZZZZZZZZZZZZZZ``, ``hvb.bbbb...``, ``BBDC-1111...``) or a unit of up to 12
+    (``abcd1234abcd1234...``, ``abcdefghijabcdefghij...``): a test key. It is refused like a real one:
+    it has a real key's shape, every scanner downstream flags a copy, and an agent that reads it in a
+    memory pastes it into code."""
+    if len(value) < 16:
+        return False
+    for unit in range(1, min(12, len(value) // 2) + 1):
+        pattern = value[:unit]
+        if (
+            not set(pattern) <= _MASK_CHARACTERS
+            and (pattern * (len(value) // unit + 1))[: len(value)] == value
+        ):
+            return True
+    return False
+
+
 def _varied(value: str) -> bool:
     """For vendor tokens whose prefix already says "secret": reject masks and stand-ins only."""
-    return not _is_placeholder(value) and len(set(value)) >= 8
+    return (not _is_placeholder(value) and len(set(value)) >= 8) or _test_key(value)
 
 
 # A token's prefix with nothing after it (``CFPAT-``, ``sk_live_``): where a key goes, not a key.
@@ -673,6 +716,8 @@ _TRAILING_PUNCT = ".,;:!?)]}"
 
 def _unquote(raw: str) -> tuple[str, bool]:
     """Strip quotes (returns the value and whether it was quoted) or trailing sentence punctuation."""
+    if raw.startswith('@"'):
+        raw = raw[1:]
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'`":
         return raw[1:-1].strip(), True
     return raw.rstrip(_TRAILING_PUNCT), False
@@ -789,23 +834,51 @@ def _url_userinfo(match: re.Match[str]) -> bool:
     return _url_password(password)
 
 
-def _assignment(after_colon: Callable[[str], bool]) -> _Check:
+_COMPARISONS = frozenset({"==", "!=", "===", "!=="})
+_COMPARED_NAMES = r"passwor[dt]|passwd|pwd|pass|secret|token|(?:api|private|secret|access)_?key"
+
+
+# A passphrase: four to eight words in quotes (diceware counts four or more), 20+ characters, none
+# of them a credential word (``password = "correct horse battery staple"``; not ``password = "enter
+# your password"``, and not a message of three words, ``"doesnt start right"``).
+_PASSPHRASE = re.compile(r"[^\s\"'`]+(?: [^\s\"'`]+){3,7}")
+
+
+def _passphrase(value: str) -> bool:
+    return (
+        len(value) >= 20
+        and _PASSPHRASE.fullmatch(value) is not None
+        and not _is_placeholder(value)
+        and _CREDENTIAL_WORDS.search(value) is None
+    )
+
+
+def _assignment(after_colon: Callable[[str], bool], *, passphrase: bool = False) -> _Check:
     """An assignment: explicit (``=``) and quoted values need `_assigned_value_is_secret`; after an
-    unquoted colon, which prose uses too, the value must pass `after_colon`."""
+    unquoted colon, which prose uses too, the value must pass `after_colon`. With `passphrase`, a
+    quoted value of words after ``=`` (not after a colon: JSON and YAML hold messages that way,
+    ``{"password": "too short"}``) is a passphrase."""
 
     def check(match: re.Match[str]) -> bool:
         value, quoted = _unquote(match.group("v"))
         # A call or index right after the value (``password=get_secret("db")``) is a reference.
         if not quoted and match.end() < len(match.string) and match.string[match.end()] in "([":
             return False
-        if quoted or match.group("sep") != ":":
+        separator = match.group("sep")
+        # A comparison with a literal is a hard-coded credential (``if (password == "...")``); with
+        # anything else it compares two variables.
+        if separator in _COMPARISONS:
+            return quoted and _assigned_value_is_secret(value)
+        if quoted or separator != ":":
+            if passphrase and quoted and separator != ":" and _passphrase(value):
+                return True
             return _assigned_value_is_secret(value)
         return after_colon(value)
 
     return check
 
 
-_password_assignment = _assignment(_password_like)
+_password_assignment = _assignment(_password_like, passphrase=True)
 _token_assignment = _assignment(_credential_like)
 
 
@@ -831,7 +904,13 @@ def _prose_value(unquoted: Callable[[str], bool]) -> _Check:
 
     def check(match: re.Match[str]) -> bool:
         value, quoted = _unquote(match.group("v"))
-        return _assigned_value_is_secret(value) if quoted else unquoted(value)
+        if not quoted:
+            return unquoted(value)
+        # In prose, a name in backticks is code being named (``ApiKey caps its requests:
+        # `requestsPerMinute```), not a value.
+        if match.group("v").startswith("`") and _WORDS_ONLY.fullmatch(value):
+            return False
+        return _assigned_value_is_secret(value)
 
     return check
 
@@ -994,10 +1073,18 @@ _AWS_DOCUMENTATION_SECRETS = (
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
 )
-_ASSIGNED_VALUE = r"""(?P<v>"[^"\n]{0,200}"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s"'`,;]{1,300})"""
+# A quoted value may be long (a refresh token or a signed JWT runs to 1,000+ characters); it ends at
+# its quote or the end of the line. C# writes verbatim strings as ``@"..."``.
+_ASSIGNED_VALUE = (
+    r"""(?P<v>@?"[^"\n]{0,2000}"|'[^'\n]{0,2000}'|`[^`\n]{0,2000}`|[^\s"'`,;@][^\s"'`,;]{0,1999})"""
+)
 # The name may carry any prefix (db_password, PGPASSWORD, x-api-key) but must end the key:
 # ``password_policy=strict`` is not a password.
-_NAME_END_AND_SEPARATOR = r"""(?![A-Za-z0-9_-])["']?[ \t]*(?P<sep>:=|=>|=|:)[ \t]*"""
+# A number may follow the name (``api_key2``, ``DB_PASSWORD_1``: one of several of the same kind),
+# and so may the brackets of a C array (``char password[] = "..."``).
+_NAME_END_AND_SEPARATOR = (
+    r"""(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:\[[0-9]*\])?["']?[ \t]*(?P<sep>[!=]==?|:=|=>|=|:)[ \t]*"""
+)
 
 
 # Tokens of other services whose format starts with a prefix: the table of `secret_formats`,
@@ -1005,10 +1092,17 @@ _NAME_END_AND_SEPARATOR = r"""(?![A-Za-z0-9_-])["']?[ \t]*(?P<sep>:=|=>|=|:)[ \t
 def _prefix_rule(kind: str) -> _Rule:
     formats = [f for f in TOKEN_FORMATS if f.kind == kind]
     body = "|".join(f"{re.escape(f.prefix)}{f.body}" for f in formats)
+    prefixes = tuple(sorted({f.prefix for f in formats}, key=len, reverse=True))
+
+    def check(match: re.Match[str]) -> bool:
+        value = match.group("v")
+        prefix = next((p for p in prefixes if value.startswith(p)), "")
+        return _varied(value) or _test_key(value[len(prefix) :])
+
     return _Rule(
         kind,
         re.compile(f"(?P<v>{body})(?![A-Za-z0-9_-])"),
-        _value(_varied),
+        check,
         not_after=_WORD_DASH,
         anchors=tuple(sorted({f.prefix.lower() for f in formats})),
         in_tokens=True,
@@ -1017,6 +1111,10 @@ def _prefix_rule(kind: str) -> _Rule:
 
 # Tokens with a fixed shape but no prefix: Telegram bot tokens (``<bot id>:AA<33>``), Mailchimp API
 # keys (32 hex, then the data centre: ``-us6``), found from their fixed middle part.
+# Tableau personal access token secrets (16 bytes in base64, ``:``, 32 characters) and MaxMind
+# license keys (``<6>_<29>_mmk``).
+_TABLEAU = re.compile(r"(?<![A-Za-z0-9+/])(?P<v>[A-Za-z0-9+/]{22}==:[A-Za-z0-9]{32})(?![A-Za-z0-9])")
+_MAXMIND = re.compile(r"(?<![A-Za-z0-9_-])(?P<v>[A-Za-z0-9]{6}_[A-Za-z0-9]{29})_mmk(?![A-Za-z0-9_-])")
 _TELEGRAM = re.compile(r"(?P<v>\d{8,10}:AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])")
 _MAILCHIMP = re.compile(r"(?<=(?<![A-Za-z0-9_-])[0-9a-f]{32})-us\d{1,2}(?![A-Za-z0-9_-])")
 # Discord bot tokens: the bot's id in base64 (a number, so it starts with M, N or O), a dot, a
@@ -1257,8 +1355,8 @@ _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 # assigned or after a long flag. Data-structure and identifier keys are not credentials: the word
 # before ``key`` says which (``cache_key``, ``sort_key``, ``public_key``, ``site_key``, ...).
 _NAMED_KEY = (
-    r"[_-]key(?![a-z0-9_-])(?:[\"']?[ \t]*(?::=|=>|=|:)|(?P<flag>[ \t]+))[ \t]*"
-    r"""(?P<v>"[^"\n]{0,200}"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s"'`,;]{1,300})"""
+    r"[_-]key(?:[_-]?[0-9]{1,2})?(?![a-z0-9_-])(?:[\"']?[ \t]*(?::=|=>|=|:)|(?P<flag>[ \t]+))[ \t]*"
+    + _ASSIGNED_VALUE
 )
 _NOT_CREDENTIAL_KEYS = frozenset(
     {
@@ -1277,7 +1375,12 @@ def _key_shaped(value: str) -> bool:
     """A key's value, random or not: 20+ characters of a token alphabet with an unbroken run of
     letters and digits, both present (``abcd1234abcd1234...`` included); not a UUID, a version,
     hyphenated words, a stand-in or a reference."""
-    if not _KEY_VALUE.fullmatch(value) or _is_placeholder(value) or _is_reference(value):
+    if not _KEY_VALUE.fullmatch(value):
+        return False
+    # A repeated unit with letters (``abcd1234abcd1234...``) is a test key; digits alone are an id.
+    if _test_key(value) and value.isalnum() and not value.isdigit():
+        return True
+    if _is_placeholder(value) or _is_reference(value):
         return False
     if _UUID.fullmatch(value) or _HYPHEN_WORDS.fullmatch(value) or _VERSION.fullmatch(value):
         return False
@@ -1301,6 +1404,74 @@ def _named_key(match: re.Match[str]) -> bool:
     return _key_shaped(_unquote(match.group("v"))[0])
 
 
+# camelCase names of keys: a lowercase letter or digit, then ``Key`` (``fastlyKey``, ``azureKey2``).
+_CAMEL_KEY = re.compile(
+    r"(?<=[a-z0-9])Key(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:[ \t]+string)?[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
+    + _ASSIGNED_VALUE
+)
+_CAMEL_WORD = re.compile(r"[A-Z]?[a-z0-9]+$")
+
+
+def _camel_key(match: re.Match[str]) -> bool:
+    """A camelCase key (not a data-structure key such as ``cacheKey``) with a random value."""
+    text, start = match.string, match.start()
+    name_start = start
+    while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] == "_"):
+        name_start -= 1
+    qualifier = _CAMEL_WORD.search(text, name_start, start)
+    if qualifier is None or qualifier.group().lower() in _NOT_CREDENTIAL_KEYS:
+        return False
+    value = _unquote(match.group("v"))[0]
+    return _key_shaped(value) and (_token_shaped(value) or _random_upper(value))
+
+
+_XML_CREDENTIAL_NAMES = (
+    r"(?:[a-z0-9_.:-]*[_.:-]|[a-z0-9]*)"
+    r"(?:password|passwd|passphrase|secret|secretkey|token|apikey|api_key|accesskey|privatekey|clientsecret)"
+)
+_XML_ELEMENT = rf"<(?P<n>{_XML_CREDENTIAL_NAMES})>(?P<v>[^<\n]{{1,2000}})</(?P=n)>"
+
+
+def _xml_element(match: re.Match[str]) -> bool:
+    """The text of a credential element: one value, or a wrapped one (``{...}``) holding a random word."""
+    value = match.group("v").strip()
+    if _assigned_value_is_secret(value):
+        return True
+    # Jenkins keeps a secret as ``{<base64>}``; a space inside is a wrapped value, not a sentence,
+    # when one of its words is random.
+    if value.startswith("{") and value.endswith("}"):
+        return any(_token_shaped(word) for word in value[1:-1].split())
+    return False
+
+
+_LITERAL_PAIR = (
+    r"""(?P<q>["'])[a-z0-9_.-]*?(?P<n>passwor[dt]|passwd|pwd|secret|token|api[_-]?key|(?:access|account|"""
+    r"""private|secret|auth|subscription)[_-]?key)(?P=q)[ \t]*,[ \t]*(?P<v>"[^"\n]{1,2000}"|'[^'\n]{1,2000}')"""
+)
+
+
+def _literal_pair(match: re.Match[str]) -> bool:
+    """The value of a name-value pair of literals; a key's value must also be random or key-shaped."""
+    value = _unquote(match.group("v"))[0]
+    if not _assigned_value_is_secret(value):
+        return False
+    name = match.group("n").lower()
+    return name.startswith("p") or _token_shaped(value) or _key_shaped(value)
+
+
+_DOCKER_AUTH = re.compile(r"""auth\\*["']\s*:\s*\\*["'](?P<v>[A-Za-z0-9+/]{8,}={0,2})\\*["']""")
+
+
+def _docker_auth(match: re.Match[str]) -> bool:
+    """``"auth": "<base64>"`` that decodes to ``user:password`` (or ``_json_key:{...}`` for GCR)."""
+    try:
+        decoded = base64.b64decode(match.group("v"), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    user, separator, password = decoded.partition(":")
+    return bool(separator and user) and len(password) >= 4 and not _is_placeholder(password)
+
+
 _RULES: tuple[_Rule, ...] = (
     # This project's own keys (``store/keys.py``): ``mmk_<prefix>_<secret>``.
     _Rule(
@@ -1318,9 +1489,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "aws_access_key",
-        re.compile(r"(?:AKIA|ASIA)(?P<v>[A-Z0-9]{16})(?![A-Za-z0-9_])"),
+        re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)(?P<v>[A-Z0-9]{16})(?![A-Za-z0-9_])"),
         # Documentation ids (``...EXAMPLE``) included; masks such as AKIAXXXXXXXXXXXXXXXX are not keys.
-        _value(lambda v: len(set(v)) >= 6),
+        _value(lambda v: len(set(v)) >= 6 or _test_key(v)),
         not_after=_WORD,
     ),
     _Rule(
@@ -1346,6 +1517,14 @@ _RULES: tuple[_Rule, ...] = (
         rf"azure[^\n]{{0,80}}?(?<![A-Za-z0-9+/]){_B64}{{86}}==",
         _always,
         hints=("azure",),
+    ),
+    # A storage account key is 64 random bytes, 88 characters of base64: after the name of one
+    # (``AccountKey``, ``storageAccountKey``, ``-storagekey``), also on the next line.
+    _any_case(
+        "azure_storage_key",
+        rf"(?:account|storage)[ _-]?key[\s\S]{{0,80}}?(?<![A-Za-z0-9+/]){_B64}{{86}}==",
+        _always,
+        anchors=("account", "storage"),
     ),
     _Rule(
         "azure_sas_token",
@@ -1458,6 +1637,8 @@ _RULES: tuple[_Rule, ...] = (
     _prefix_rule("service_token"),
     _Rule("service_token", _TELEGRAM, _value(_varied), hints=(":aa",), not_after=_WORD_DASH),
     _Rule("service_token", _MAILCHIMP, hints=("-us",), in_tokens=True),
+    _Rule("service_token", _TABLEAU, _value(_varied), hints=("==:",)),
+    _Rule("service_token", _MAXMIND, _value(_varied), hints=("_mmk",), in_tokens=True),
     _Rule("discord_token", _DISCORD_BOT_TOKEN, _discord_bot_token, in_tokens=True),
     _any_case(
         "vendor_api_key",
@@ -1551,7 +1732,8 @@ _RULES: tuple[_Rule, ...] = (
     _any_case(
         "bearer_token",
         r"bearer\s+(?P<v>[A-Za-z0-9._~+/-]{20,}=*)",
-        _value(_opaque_token),
+        # A UUID after "Bearer" is a token too (Heroku and older HubSpot keys are UUIDs).
+        _value(lambda v: _opaque_token(v) or (_UUID.fullmatch(v) is not None and _varied(v))),
         hints=("bearer",),
         not_after=string.ascii_letters,
     ),
@@ -1580,8 +1762,8 @@ _RULES: tuple[_Rule, ...] = (
     # "Passwort Sommer2024!", "şifre X olarak değişti": a password word right before the value.
     _any_case(
         "password_assignment",
-        rf"\b(?:{_PASSWORD_WORDS}|pw)[ \t]+(?P<v>[^\s\"'`,;]{{8,100}})",
-        _value(_credential_like),
+        rf"\b(?:{_PASSWORD_WORDS}|pw)[ \t]+(?P<v>\"[^\"\n]{{6,100}}\"|'[^'\n]{{6,100}}'|[^\s\"'`,;]{{8,100}})",
+        _prose_value(_credential_like),
         anchors=_PASSWORD_ANCHORS,
     ),
     _Rule("password_assignment", _CJK_PASSWORD, _cjk_value, anchors=_CJK_PASSWORD_WORDS),
@@ -1611,7 +1793,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _any_case(
         "secret_assignment",
-        rf"(?:secret|token|credentials?|{_QUALIFIED_KEY}){_NAME_END_AND_SEPARATOR}{_ASSIGNED_VALUE}",
+        rf"(?:secrete?|token|credentials?|{_QUALIFIED_KEY}){_NAME_END_AND_SEPARATOR}{_ASSIGNED_VALUE}",
         _token_assignment,
         anchors=_SECRET_ANCHORS,
     ),
@@ -1621,9 +1803,28 @@ _RULES: tuple[_Rule, ...] = (
         _prose_value(_credential_like),
         anchors=_SECRET_ANCHORS,
     ),
+    # ``Header.Set("X-Api-Key", "...")``, ``{ "AccountKey", "..." }``, ``put("password", "...")``:
+    # a name and its value as two string literals side by side.
+    _any_case("secret_assignment", _LITERAL_PAIR, _literal_pair, hints=('",', "',")),
+    # ``if ("..." == password)``: the literal first, then the credential it is compared with.
+    _any_case(
+        "secret_assignment",
+        r"""(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')[ \t]*[!=]==?[ \t]*[a-z0-9_.]*?"""
+        rf"(?:{_COMPARED_NAMES})(?:[_-]?[0-9]{{1,2}})?(?![a-z0-9_-])",
+        lambda match: _assigned_value_is_secret(_unquote(match.group("v"))[0]),
+        hints=("==", "!="),
+    ),
     # ``softlayer_key = ...``, ``ibm-iam-key: ...``, ``--softlayer-api-key ...``: a key named after
     # its service gets a key-shaped value, random or not.
     _any_case("secret_assignment", _NAMED_KEY, _named_key, anchors=("_key", "-key")),
+    # ``fastlyKey = "..."``, ``const sumoKey1 = '...'``: the same in camelCase, with a random value.
+    _Rule("secret_assignment", _CAMEL_KEY, _camel_key, anchors=("key",)),
+    # ``<password>...</password>`` (Maven's settings.xml), ``<secret>{AQAAABAAAA...}</secret>``
+    # (Jenkins' credentials.xml), ``<apiKey>...</apiKey>``: an element named after a credential.
+    _any_case("secret_assignment", _XML_ELEMENT, _xml_element, anchors=("<",)),
+    # A Docker config's ``"auth": "<base64 of user:password>"`` (``~/.docker/config.json``,
+    # ``DOCKER_AUTH_CONFIG``), also with its quotes escaped inside a string.
+    _Rule("basic_auth", _DOCKER_AUTH, _docker_auth, hints=("auth",)),
 )
 
 # Credential words in the languages of `_PASSWORD_WORDS`: key, secret, token, password.
@@ -1668,9 +1869,27 @@ def _is_public_or_id(text: str, match: re.Match[str]) -> bool:
     return "://" in text[word_start:start]
 
 
+# ``Key=value`` reads as one run of token characters; base64 has ``=`` only at its end, so a run
+# with one inside is a name and a value, looked at apart.
+_INNER_EQUALS = re.compile(r"=+(?=[^=])")
+
+
+def _candidates(text: str) -> Iterator[re.Match[str]]:
+    """The runs of `_CANDIDATE` in `text`, split where ``=`` stands inside one."""
+    for match in _CANDIDATE.finditer(text):
+        if _INNER_EQUALS.search(match.group()) is None:
+            yield match
+            continue
+        start = match.start()
+        for separator in _INNER_EQUALS.finditer(text, match.start(), match.end()):
+            yield from _CANDIDATE.finditer(text, start, separator.start())
+            start = separator.end()
+        yield from _CANDIDATE.finditer(text, start, match.end())
+
+
 def _generic_high_entropy(text: str) -> bool:
     """A random-looking string with a credential word shortly before or after it on the same line."""
-    for match in _CANDIDATE.finditer(text):
+    for match in _candidates(text):
         candidate = match.group().rstrip("=")
         # Mixed case, or lowercase with digits, or uppercase with digits (ULIDs stay out); dots and
         # tildes inside count as separators (Azure client secrets), not as sentence punctuation.
