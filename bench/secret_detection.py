@@ -2,15 +2,18 @@
 held-out corpus and an external corpus separately, and time per call on 2,000-character texts.
 
 Run from the repository root:
-``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH]``.
+``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
 The external corpus (``bench/secret_corpus_external.json``) is the string cases of the plugin tests
 of detect-secrets (Apache-2.0; the file names the commit), labelled as those tests label them. Its
 labels answer "does this plugin report this line", not "is this a credential": masks such as
-``AKIAZZZZZZZZZZZZZZZZ`` count as positives there and a key one character too long as a negative,
-so its figures are a floor for recall and a ceiling for false refusals.
+``AKCxxxxxxxxxx`` count as positives there and a key one character too long as a negative,
+so its figures are a floor for recall and a ceiling for false refusals. Each outside corpus is
+reported twice: as labelled, and without its masks (`is_mask`: a credential written with a run of a
+redacting character, ``AP6xxxxxxxxxx``, ``npm_xxxxxxxxxxx``), which this detector passes on purpose
+(``docs/security.md``).
 
 A second outside corpus stays blind: the pattern tests of TruffleHog's detectors
 (``pkg/detectors/**/*_test.go``, AGPL-3.0, so never copied here). ``--trufflehog PATH`` reads them
@@ -18,6 +21,12 @@ from a checkout at run time (``git clone --depth 1 https://github.com/trufflesec
 every test case whose ``input`` is a plain string literal, a positive when its ``want`` lists a
 result, a negative when it is ``nil`` or empty. The same caveat holds: a negative there means "this
 detector does not report it" (a key too far from its keyword, a near-miss of its own format).
+TruffleHog's corpus chose families in the round that raised its recall, so it is no longer blind.
+
+The blind corpus now: the rule examples of Nosey Parker (praetorian-inc/noseyparker, Apache-2.0),
+never read while writing the rules and run once, after all tuning. ``--noseyparker PATH`` reads a
+checkout at run time: every rule file under ``crates/noseyparker/data/default/builtin/rules/``,
+its ``examples`` as positives and its ``negative_examples`` as negatives.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
+
+import yaml
 
 from memory_mcp.store.secrets import find_secret
 
@@ -120,18 +131,38 @@ def external_samples() -> tuple[list[tuple[str, str]], list[str]]:
     return positives, [case["text"] for case in cases if not case["flag"]]
 
 
+# A credential written with a redacting character: eight or more of one of x, X, * or a bullet.
+_MASK_RUN = re.compile(r"([xX*\u2022])\1{7,}")
+
+
+def is_mask(text: str) -> bool:
+    """Whether an outside corpus's positive is a mask (``AKCxxxxxxxxxx``), which this detector passes."""
+    return _MASK_RUN.search(text) is not None
+
+
+def _report_outside(
+    title: str, positives: list[tuple[str, str]], negatives: list[str], *, list_refused: bool = False
+) -> None:
+    """Recall as labelled and without masks, and the share of negatives refused."""
+    found = [find_secret(text) is not None for text, _ in positives]
+    unmasked = [hit for hit, (text, _) in zip(found, positives, strict=True) if not is_mask(text)]
+    refused = [text for text in negatives if find_secret(text) is not None]
+    print(f"== {title}: {len(positives)} positives, {len(negatives)} negatives")
+    print(f"recall as labelled: {sum(found) / len(positives):.4f} ({sum(found)}/{len(positives)})")
+    print(
+        f"recall without masks: {sum(unmasked) / len(unmasked):.4f} ({sum(unmasked)}/{len(unmasked)}; "
+        f"{len(positives) - len(unmasked)} masks)"
+    )
+    print(f"refused negatives: {len(refused) / len(negatives):.4f} ({len(refused)}/{len(negatives)})")
+    if list_refused:
+        for text in refused:
+            match = find_secret(text)
+            print(f"  {match.kind if match else None}: {text[:100]!r}")
+
+
 def _report_external() -> None:
     positives, negatives = external_samples()
-    found = sum(1 for text, _ in positives if find_secret(text) is not None)
-    refused = sum(1 for text in negatives if find_secret(text) is not None)
-    print(
-        f"== external (detect-secrets plugin tests): {len(positives)} positives, {len(negatives)} negatives"
-    )
-    print(f"recall: {found / len(positives):.4f} ({found}/{len(positives)})")
-    print(f"refused negatives: {refused / len(negatives):.4f} ({refused}/{len(negatives)})")
-    for text in negatives:
-        if (match := find_secret(text)) is not None:
-            print(f"  {match.kind}: {text[:100]!r}")
+    _report_outside("external (detect-secrets plugin tests)", positives, negatives, list_refused=True)
 
 
 # A test case of TruffleHog's pattern tests: ``input: X,`` then ``want: ...``, where X is a string
@@ -203,15 +234,58 @@ def trufflehog_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
 
 def _report_trufflehog(root: Path) -> None:
     positives, negatives = trufflehog_samples(root)
-    found = sum(1 for text, _ in positives if find_secret(text) is not None)
-    refused = sum(1 for text in negatives if find_secret(text) is not None)
     detectors = len({detector for _, detector in positives})
-    print(
-        f"== blind (TruffleHog detector pattern tests): {len(positives)} positives of {detectors} detectors, "
-        f"{len(negatives)} negatives"
-    )
-    print(f"recall: {found / len(positives):.4f} ({found}/{len(positives)})")
-    print(f"refused negatives: {refused / len(negatives):.4f} ({refused}/{len(negatives)})")
+    _report_outside(f"TruffleHog detector pattern tests ({detectors} detectors)", positives, negatives)
+
+
+NOSEYPARKER_RULES = Path("crates/noseyparker/data/default/builtin/rules")
+
+
+def noseyparker_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """Nosey Parker's rule examples under `root` as (positives labelled by rule id, negatives)."""
+    positives: dict[str, str] = {}
+    negatives: set[str] = set()
+    for path in sorted((root / NOSEYPARKER_RULES).glob("*.yml")):
+        for rule in yaml.safe_load(path.read_text("utf-8")).get("rules") or ():
+            for text in rule.get("examples") or ():
+                if isinstance(text, str) and text.strip():
+                    positives.setdefault(text, str(rule.get("id", path.stem)))
+            for text in rule.get("negative_examples") or ():
+                if isinstance(text, str) and text.strip():
+                    negatives.add(text)
+    negatives -= positives.keys()
+    return sorted(positives.items()), sorted(negatives)
+
+
+def _report_noseyparker(root: Path) -> None:
+    positives, negatives = noseyparker_samples(root)
+    rules = len({rule for _, rule in positives})
+    _report_outside(f"blind (Nosey Parker rule examples, {rules} rules)", positives, negatives)
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def docs_paragraphs() -> list[tuple[str, str]]:
+    """The paragraphs of this project's documentation (``docs/*.md`` and the READMEs): ordinary
+    texts about credentials, written before the rules were read against them."""
+    paths = sorted((REPOSITORY / "docs").rglob("*.md")) + sorted(REPOSITORY.glob("*/README.md"))
+    paths.insert(0, REPOSITORY / "README.md")
+    return [
+        (str(path.relative_to(REPOSITORY)), paragraph)
+        for path in paths
+        if path.is_file()
+        for paragraph in re.split(r"\n\s*\n", path.read_text("utf-8"))
+        if paragraph.strip()
+    ]
+
+
+def _report_docs() -> None:
+    paragraphs = docs_paragraphs()
+    refused = [(path, text, m) for path, text in paragraphs if (m := find_secret(text)) is not None]
+    print(f"== this project's docs: {len(paragraphs)} paragraphs, {len(refused)} refused")
+    for path, text, match in refused:
+        print(f"  {match.kind} in {path}: {text[:100]!r}")
 
 
 def main() -> None:
@@ -222,7 +296,13 @@ def main() -> None:
         "--trufflehog",
         type=Path,
         metavar="PATH",
-        help="a checkout of trufflesecurity/trufflehog (blind corpus)",
+        help="a checkout of trufflesecurity/trufflehog",
+    )
+    parser.add_argument(
+        "--noseyparker",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of praetorian-inc/noseyparker (blind corpus: run once, never tuned on)",
     )
     args = parser.parse_args()
 
@@ -233,9 +313,12 @@ def main() -> None:
         held_out_negative_samples(HELD_OUT_SEED),
         verbose=False,
     )
+    _report_docs()
     _report_external()
     if args.trufflehog is not None:
         _report_trufflehog(args.trufflehog)
+    if args.noseyparker is not None:
+        _report_noseyparker(args.noseyparker)
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")
