@@ -177,6 +177,11 @@ class Cluster:
         }
         await self._send("POST", f"/api/v1/namespaces/{namespace}/secrets", {**body, "data": encoded})
 
+    async def update_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Replace the Secret's values, as ``kubectl apply`` of a changed Secret would."""
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        await self._send("PATCH", f"/api/v1/namespaces/{namespace}/secrets/{name}", {"data": encoded})
+
     async def delete_secret(self, namespace: str, name: str) -> None:
         await self._send("DELETE", f"/api/v1/namespaces/{namespace}/secrets/{name}")
 

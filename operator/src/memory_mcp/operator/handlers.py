@@ -20,7 +20,7 @@ from memory_mcp.core.metrics import RECONCILE_DURATION, RECONCILE_ERRORS, RECONC
 from memory_mcp.store.db import Database
 
 from . import reconcile
-from .kube_secrets import KubernetesSecretStore, Owner
+from .kube_secrets import KubernetesSecretReader, KubernetesSecretStore, Owner
 from .outcome import Outcome
 from .specs import GROUP, VERSION
 from .status import ready_condition, status_update
@@ -36,6 +36,8 @@ class OperatorOptions:
     resync_interval: float = 60.0
     retry_delay: float = 15.0
     secret_namespaces: frozenset[str] | None = None  # None: Secrets may live in any namespace
+    # Webhook receivers on loopback (the server's oauth_cimd_allow_loopback: development and tests).
+    allow_loopback_receivers: bool = False
 
 
 @dataclass
@@ -56,6 +58,9 @@ class OperatorContext:
 
     def secrets_for(self, body: Mapping[str, Any]) -> KubernetesSecretStore:
         return KubernetesSecretStore(self.core_api, Owner.of(body), self.options.secret_namespaces)
+
+    def secret_reader(self) -> KubernetesSecretReader:
+        return KubernetesSecretReader(self.core_api, self.options.secret_namespaces)
 
 
 def _failure_reason(exc: BaseException) -> str:
@@ -183,7 +188,13 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     db = ctx.db
 
     async def apply_space(name: str, spec: Mapping[str, Any], body: kopf.Body) -> Outcome:
-        return await reconcile.reconcile_space(db, name, spec)
+        return await reconcile.reconcile_space(
+            db,
+            name,
+            spec,
+            webhook_secrets=ctx.secret_reader(),
+            allow_loopback_receivers=ctx.options.allow_loopback_receivers,
+        )
 
     async def remove_space(name: str, spec: Mapping[str, Any], body: kopf.Body) -> Outcome:
         return await reconcile.remove_space(db, name, spec)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from kubernetes.client import ApiException
 
-from .secrets import SecretRef, SecretStoreError, StoredKey
+from .secrets import SecretKeyRef, SecretRef, SecretStoreError, StoredKey
 
 DATA_KEY = "api-key"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -112,17 +112,17 @@ class KubernetesSecretStore:
         }
         existing = await self._fetch(ref)
         if existing is None:
-            await self._call(ref, "create", self._core.create_namespaced_secret, ref.namespace, body)
+            await _call(ref, "create", self._core.create_namespaced_secret, ref.namespace, body)
             return
         self._check_owned(ref, existing)
-        await self._call(ref, "patch", self._core.patch_namespaced_secret, ref.name, ref.namespace, body)
+        await _call(ref, "patch", self._core.patch_namespaced_secret, ref.name, ref.namespace, body)
 
     async def delete(self, ref: SecretRef) -> bool:
         secret = await self._fetch(ref)
         if secret is None or not self._owns(secret):
             return False
         try:
-            await self._call(ref, "delete", self._core.delete_namespaced_secret, ref.name, ref.namespace)
+            await _call(ref, "delete", self._core.delete_namespaced_secret, ref.name, ref.namespace)
         except SecretStoreError as exc:
             if exc.reason == "SecretNotFound":
                 return False
@@ -130,24 +130,13 @@ class KubernetesSecretStore:
         return True
 
     async def _fetch(self, ref: SecretRef) -> Any:
-        if self._allowed is not None and ref.namespace not in self._allowed:
-            raise SecretStoreError(
-                "SecretNamespaceNotAllowed",
-                f"The operator may write Secrets only in {', '.join(sorted(self._allowed)) or 'no namespace'}, "
-                f"not in '{ref.namespace}'; point secretRef at one of those namespaces.",
-            )
+        _check_namespace(self._allowed, ref, "write")
         try:
-            return await self._call(ref, "read", self._core.read_namespaced_secret, ref.name, ref.namespace)
+            return await _call(ref, "read", self._core.read_namespaced_secret, ref.name, ref.namespace)
         except SecretStoreError as exc:
             if exc.reason == "SecretNotFound":
                 return None
             raise
-
-    async def _call(self, ref: SecretRef, verb: str, fn: Callable[..., T], *args: Any) -> T:
-        try:
-            return await asyncio.to_thread(fn, *args)
-        except ApiException as exc:
-            raise _refusal(ref, verb, exc) from None
 
     def _owns(self, secret: Any) -> bool:
         meta = secret.metadata
@@ -169,6 +158,47 @@ class KubernetesSecretStore:
                 f"Secret {ref} exists but does not belong to ApiKey '{self._owner.name}'; it is left "
                 "untouched. Delete it or point secretRef at another name.",
             )
+
+
+class KubernetesSecretReader:
+    """Reads one value of a Secret someone else owns (a webhook's signing secret): ``get`` only,
+    the verb the operator already holds for ApiKey Secrets, in the same namespaces."""
+
+    def __init__(self, core: Any, allowed_namespaces: frozenset[str] | None = None) -> None:
+        self._core = core
+        self._allowed = allowed_namespaces
+
+    async def read_value(self, ref: SecretKeyRef) -> str:
+        where = SecretRef(ref.namespace, ref.name)
+        _check_namespace(self._allowed, where, "read")
+        secret = await _call(where, "read", self._core.read_namespaced_secret, ref.name, ref.namespace)
+        encoded = (secret.data or {}).get(ref.key)
+        if encoded is None:
+            keys = ", ".join(sorted(secret.data or {})) or "none"
+            raise SecretStoreError(
+                "SecretKeyNotFound", f"Secret {where} has no key '{ref.key}' (its keys: {keys})."
+            )
+        try:
+            return base64.b64decode(encoded, validate=True).decode().strip()
+        except (binascii.Error, UnicodeDecodeError):
+            raise SecretStoreError("SecretInvalid", f"Secret {ref} does not hold text.") from None
+
+
+def _check_namespace(allowed: frozenset[str] | None, ref: SecretRef, verb: str) -> None:
+    if allowed is not None and ref.namespace not in allowed:
+        raise SecretStoreError(
+            "SecretNamespaceNotAllowed",
+            f"The operator may {verb} Secrets only in {', '.join(sorted(allowed)) or 'no namespace'}, "
+            f"not in '{ref.namespace}'; point secretRef at one of those namespaces.",
+        )
+
+
+async def _call(ref: SecretRef, verb: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn`` in a worker thread (the official client is synchronous); API errors as refusals."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except ApiException as exc:
+        raise _refusal(ref, verb, exc) from None
 
 
 def _refusal(ref: SecretRef, verb: str, exc: ApiException) -> SecretStoreError:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -130,6 +131,10 @@ def run_operator(
     Raises :class:`KubernetesConfigMissing` before touching the database when no cluster is reachable.
     """
     core_api = kubernetes_core_api()
+    # Webhook receivers pass the same address check as in the server, loopback included.
+    options = replace(
+        options or OperatorOptions(), allow_loopback_receivers=settings.oauth_cimd_allow_loopback
+    )
     prepared = prepare_database(settings)
     try:
         asyncio.run(_run(prepared.open(settings.db_pool_size), core_api, host, port, options))

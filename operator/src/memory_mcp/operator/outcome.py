@@ -16,6 +16,9 @@ CONFLICT = "Conflict"
 DELETED = "Deleted"
 RETAINED = "Retained"
 REVOKED = "Revoked"
+WEBHOOK_ADDRESS_REFUSED = "WebhookAddressRefused"
+WEBHOOK_SECRET_INVALID = "WebhookSecretInvalid"
+WEBHOOKS_NOT_APPLIED = "WebhooksNotApplied"
 
 
 @dataclass(frozen=True)

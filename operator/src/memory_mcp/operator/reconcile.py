@@ -9,10 +9,11 @@ fix in the spec; unexpected failures (the database is down) propagate.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_mcp.store import apikeys, identity, keys, spaces, users, validation
+from memory_mcp.store import apikeys, identity, keys, spaces, users, validation, webhooks
 from memory_mcp.store.db import Database
 from memory_mcp.store.errors import Conflict, NotFound, SpaceNotFound, ValidationError
 from memory_mcp.store.models import User
@@ -26,10 +27,13 @@ from .outcome import (
     REVOKED,
     SPACE_NOT_FOUND,
     USER_NOT_FOUND,
+    WEBHOOK_ADDRESS_REFUSED,
+    WEBHOOK_SECRET_INVALID,
+    WEBHOOKS_NOT_APPLIED,
     Outcome,
 )
-from .secrets import SecretStore, SecretStoreError, StoredKey
-from .specs import ApiKeySpec, SpaceSpec, UserSpec
+from .secrets import SecretReader, SecretStore, SecretStoreError, StoredKey
+from .specs import ApiKeySpec, SpaceSpec, UserSpec, WebhookSpec
 
 DEFAULT_ACTOR = "operator"
 # How often one ApiKey reconcile reads and writes again when the key's row goes between the two.
@@ -102,10 +106,102 @@ async def _upsert_space(db: Database, name: str, wanted: SpaceSpec, actor: str) 
     )
 
 
+# Waits that end when someone creates the Secret (often in the same `kubectl apply`): retried soon.
+_SECRET_WAITS = frozenset({"SecretNotFound", "SecretKeyNotFound"})
+
+
+@dataclass
+class _Webhooks:
+    """One reconcile of a space's declared webhooks: what changed, what was refused, the status."""
+
+    changes: list[str] = field(default_factory=list)
+    refusals: list[tuple[str, str]] = field(default_factory=list)  # (reason, message)
+    status: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def _declared_secret(
+    hook: WebhookSpec, secrets: SecretReader, allow_loopback: bool, path: str
+) -> tuple[str, str] | str:
+    """The webhook's signing secret, or why it cannot be used: (reason, message)."""
+    try:
+        await webhooks.check_receiver(hook.url, allow_loopback)
+    except webhooks.ReceiverRefused as exc:
+        return WEBHOOK_ADDRESS_REFUSED, f"{path}.url: {exc}"
+    try:
+        secret = await secrets.read_value(hook.secret_ref)
+    except SecretStoreError as exc:
+        return exc.reason, f"{path}.secretRef: {exc.message.rstrip('.')}"
+    if problem := webhooks.secret_problem(secret):
+        return WEBHOOK_SECRET_INVALID, f"{path}.secretRef: Secret {hook.secret_ref} is refused: {problem}"
+    return secret
+
+
+async def _reconcile_webhooks(
+    db: Database,
+    name: str,
+    declared: tuple[WebhookSpec, ...],
+    secrets: SecretReader | None,
+    allow_loopback: bool,
+    actor: str,
+) -> _Webhooks:
+    """Make the space's resource-managed webhooks match ``declared``.
+
+    A declared webhook whose URL is refused or whose Secret is missing or malformed gets no row;
+    one that had a row keeps it as it was (deliveries go on with the last good secret) until the
+    spec or the Secret is fixed. Webhooks added by the command line are left alone.
+    """
+    run = _Webhooks()
+    if secrets is None:  # memory-mcp apply: no cluster, so no Secrets to read the signing keys from
+        if declared:
+            run.refusals.append(
+                (
+                    WEBHOOKS_NOT_APPLIED,
+                    "spec.webhooks needs the operator (their signing secrets are Kubernetes Secrets); "
+                    f"without a cluster add them with: memory-mcp webhook add {name} URL",
+                )
+            )
+        return run
+    wanted: dict[str, str] = {}
+    refused: dict[str, tuple[str, str]] = {}
+    for i, hook in enumerate(declared):
+        found = await _declared_secret(hook, secrets, allow_loopback, f"spec.webhooks[{i}]")
+        if isinstance(found, str):
+            wanted[hook.url] = found
+        else:
+            refused[hook.url] = found
+    done = await webhooks.declare_webhooks(db, name, wanted, frozenset(refused), actor)
+    run.changes += [f"added webhook {url}" for url in done.added]
+    run.changes += [f"changed the signing secret of webhook {url}" for url in done.rekeyed]
+    run.changes += [f"removed webhook {url}" for url in done.removed]
+    for url in done.held_by_cli:
+        refused[url] = (
+            CONFLICT,
+            f"webhook {url} was added by the command line; remove it there (memory-mcp webhook remove "
+            f"{name} {url}) for this resource to manage it",
+        )
+    dead = {h.url: h.dead_letters for h in await webhooks.list_webhooks(db, name)}
+    for hook in declared:
+        if hook.url in refused:
+            reason, message = refused[hook.url]
+            run.refusals.append((reason, message))
+            run.status.append({"url": hook.url, "state": "Refused", "reason": reason, "message": message})
+        else:
+            run.status.append({"url": hook.url, "state": "Active", "deadLetters": dead.get(hook.url, 0)})
+    return run
+
+
 async def reconcile_space(
-    db: Database, name: str, spec: Mapping[str, Any], actor: str = DEFAULT_ACTOR
+    db: Database,
+    name: str,
+    spec: Mapping[str, Any],
+    actor: str = DEFAULT_ACTOR,
+    *,
+    webhook_secrets: SecretReader | None = None,
+    allow_loopback_receivers: bool = False,
 ) -> Outcome:
-    """Create, update or re-attach the space named ``name`` (its key) as ``spec`` declares."""
+    """Create, update or re-attach the space named ``name`` (its key) as ``spec`` declares, with
+    its declared webhooks (their signing secrets read through ``webhook_secrets``; None, as in
+    ``memory-mcp apply``, leaves the space's webhooks as they are)."""
     try:
         validation.space_key(name, "metadata.name")
         wanted = SpaceSpec.parse(spec)
@@ -126,12 +222,31 @@ async def reconcile_space(
         )
     elif upserted.changed:
         changes = (f"created space '{name}'",)
+    hooks = await _reconcile_webhooks(
+        db, name, wanted.webhooks, webhook_secrets, allow_loopback_receivers, actor
+    )
+    status: dict[str, Any] = {"memoryCount": memories, "documentCount": documents}
+    if webhook_secrets is not None:
+        status["webhooks"] = hooks.status
+    changes += tuple(hooks.changes)
+    if hooks.refusals:
+        reasons = [reason for reason, _ in hooks.refusals]
+        return Outcome(
+            False,
+            reasons[0],
+            f"Space '{name}' is in place, but not every declared webhook is: "
+            + "; ".join(message for _, message in hooks.refusals)
+            + ".",
+            changes,
+            retry=any(reason in _SECRET_WAITS for reason in reasons),
+            status=status,
+        )
     return Outcome(
         True,
         RECONCILED,
         f"Space '{name}' is in place (deletion policy {wanted.deletion_policy}).",
         changes,
-        status={"memoryCount": memories, "documentCount": documents},
+        status=status,
     )
 
 
@@ -149,6 +264,9 @@ async def remove_space(
     if wanted is not None and current is not None and current.deletion_policy != wanted.deletion_policy:
         # The policy declared last wins, even if the update that changed it was never reconciled.
         await _upsert_space(db, name, wanted, actor)
+    if current is not None:
+        # The resource's webhooks go with it (a retained space sends nothing to them any more).
+        await webhooks.declare_webhooks(db, name, {}, frozenset(), actor)
     applied = await spaces.delete_space(db, name, actor=actor)
     if applied is None:
         return Outcome(True, DELETED, f"Space '{name}' was already absent from the database.")

@@ -1,8 +1,12 @@
-"""Where generated API keys go: the protocol the ApiKey reconciler writes keys through.
+"""Where generated API keys go, and where declared webhook secrets come from.
 
-The operator's implementation keeps each key in a Kubernetes Secret (``kube_secrets.py``);
-``memory-mcp apply`` keeps them in memory and prints them once. The database only ever sees a
-key's hash, so this store is the one place a key's plaintext lives.
+The ApiKey reconciler writes keys through :class:`SecretStore`. The operator's implementation
+keeps each key in a Kubernetes Secret (``kube_secrets.py``); ``memory-mcp apply`` keeps them in
+memory and prints them once. The database only ever sees a key's hash, so this store is the one
+place a key's plaintext lives.
+
+The Space reconciler reads webhook signing secrets through :class:`SecretReader`: Secrets that
+people (or their secret managers) own; the operator only reads them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,18 @@ class SecretRef:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    """One value (``key``) of a Secret, such as a webhook's signing secret."""
+
+    namespace: str
+    name: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} (key {self.key})"
 
 
 @dataclass(frozen=True)
@@ -63,4 +79,13 @@ class SecretStore(Protocol):
 
     async def delete(self, ref: SecretRef) -> bool:
         """Remove the key at ``ref`` if this store manages it; returns True if something was removed."""
+        ...
+
+
+class SecretReader(Protocol):
+    """Reads values of Secrets that belong to others (never writes them)."""
+
+    async def read_value(self, ref: SecretKeyRef) -> str:
+        """The value at ``ref``; raises :class:`SecretStoreError` (``SecretNotFound``,
+        ``SecretKeyNotFound``, ``SecretForbidden``...) when there is none to read."""
         ...

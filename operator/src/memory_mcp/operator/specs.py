@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from memory_mcp.store import validation
+from memory_mcp.store import validation, webhooks
 from memory_mcp.store.access import Role, parse_role
 from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.errors import ValidationError
 from memory_mcp.store.ratelimit import RateLimit
 from memory_mcp.store.spaces import WRITE_POLICIES
 
-from .secrets import SecretRef
+from .secrets import SecretKeyRef, SecretRef
 
 GROUP = "memory-mcp.io"
 VERSION = "v1alpha1"
@@ -29,6 +29,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 DELETION_POLICIES = ("Retain", "Delete")
 # secretRef.name may be a DNS subdomain, like every Secret name.
 _SUBDOMAIN_MAX = 253
+# A key of a Secret's data (Kubernetes: letters, digits, '-', '_', '.'; at most 253).
+_SECRET_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 T = TypeVar("T")
 
 
@@ -128,6 +130,74 @@ def _dns_subdomain(value: object, field: str) -> str:
     return value
 
 
+def _secret_data_key(value: object, field: str) -> str:
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > _SUBDOMAIN_MAX
+        or not set(value) <= _SECRET_KEY_CHARS
+    ):
+        raise ValidationError(field, "must be a key of the Secret's data (letters, digits, '-', '_', '.')")
+    return value
+
+
+@dataclass(frozen=True)
+class WebhookSpec:
+    """One declared receiver of the space's events, and the Secret value that signs them."""
+
+    url: str
+    secret_ref: SecretKeyRef
+
+    FIELDS = ("url", "secretRef")
+    SECRET_REF_FIELDS = ("namespace", "name", "key")
+
+    @classmethod
+    def parse_all(cls, check: Checker, raw: object) -> tuple[WebhookSpec, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, list) or len(raw) > webhooks.MAX_DECLARED:
+            check.problems.append(
+                ValidationError(
+                    "spec.webhooks", f"must be a list of at most {webhooks.MAX_DECLARED} {{url, secretRef}}"
+                )
+            )
+            return ()
+        found: list[WebhookSpec] = []
+        for i, item in enumerate(raw):
+            path = f"spec.webhooks[{i}]"
+            hook = check.mapping(item, path, cls.FIELDS)
+            url = hook.get("url")
+            if (
+                not isinstance(url, str)
+                or not url.startswith(("https://", "http://"))
+                or len(url) > webhooks.MAX_URL
+            ):
+                check.problems.append(
+                    ValidationError(
+                        f"{path}.url", f"must be an https:// URL of at most {webhooks.MAX_URL} characters"
+                    )
+                )
+                url = None
+            elif any(w.url == url for w in found):
+                check.problems.append(ValidationError(f"{path}.url", f"'{url}' is declared twice"))
+                url = None
+            secret_ref = cls._secret_ref(check, hook.get("secretRef"), f"{path}.secretRef")
+            if url is not None:
+                found.append(cls(url, secret_ref))
+        return tuple(found)
+
+    @classmethod
+    def _secret_ref(cls, check: Checker, raw: object, path: str) -> SecretKeyRef:
+        ref = check.mapping(raw, path, cls.SECRET_REF_FIELDS)
+        return SecretKeyRef(
+            namespace=check.field(
+                lambda: validation.object_name(ref.get("namespace", ""), f"{path}.namespace"), ""
+            ),
+            name=check.field(lambda: _dns_subdomain(ref.get("name"), f"{path}.name"), ""),
+            key=check.field(lambda: _secret_data_key(ref.get("key"), f"{path}.key"), ""),
+        )
+
+
 @dataclass(frozen=True)
 class SpaceSpec:
     display_name: str
@@ -140,8 +210,9 @@ class SpaceSpec:
     # Limits of one uploaded file; None: the server's settings apply.
     max_pdf_pages: int | None = None
     max_media_seconds: int | None = None
+    webhooks: tuple[WebhookSpec, ...] = ()
 
-    FIELDS = ("displayName", "description", "deletionPolicy", "writePolicy", "quotas")
+    FIELDS = ("displayName", "description", "deletionPolicy", "writePolicy", "quotas", "webhooks")
     QUOTA_FIELDS = ("maxMemories", "maxDocuments", "maxBytes", "maxPdfPages", "maxMediaSeconds")
 
     @classmethod
@@ -170,6 +241,7 @@ class SpaceSpec:
                 ValidationError("spec.quotas", f"must set at least one of {', '.join(cls.QUOTA_FIELDS)}")
             )
         write_policy = check.field(lambda: _write_policy(spec), "Direct")
+        declared = WebhookSpec.parse_all(check, spec.get("webhooks"))
         check.done()
         return cls(
             display_name,
@@ -181,6 +253,7 @@ class SpaceSpec:
             max_bytes,
             max_pdf_pages,
             max_media_seconds,
+            declared,
         )
 
 

@@ -11,7 +11,6 @@ address, so a second DNS answer cannot point elsewhere; no redirects; a size and
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import math
@@ -26,6 +25,7 @@ import httpx2
 from memory_mcp.core import metrics
 from memory_mcp.core.settings import Settings
 from memory_mcp.store import oauth, validation
+from memory_mcp.store.addresses import address_refused
 from memory_mcp.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -115,39 +115,6 @@ def _client_fields(client_id: str, document: Any, settings: Settings) -> tuple[s
     return name.strip()[: oauth.MAX_CLIENT_NAME], list(uris)
 
 
-# IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits: NAT64's well-known
-# prefix (RFC 6052) and the deprecated IPv4-compatible form. A translator or an old stack turns them
-# into that IPv4 address, so they are judged as it. RFC 8215's local-use NAT64 prefix places the
-# IPv4 address where the operator's prefix length says: never public, it is refused whole.
-_EMBEDS_IPV4 = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::/96"))
-_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
-
-
-def _as_connected(
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
-) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """The IPv4 address an IPv6 address stands for (mapped, 6to4, NAT64, IPv4-compatible), or itself."""
-    if isinstance(ip, ipaddress.IPv4Address):
-        return ip
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if any(ip in network for network in _EMBEDS_IPV4) and int(ip) > 1:  # :: and ::1 are themselves
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip
-
-
-def _address_refused(address: str, allow_loopback: bool) -> bool:
-    given = ipaddress.ip_address(address.split("%", 1)[0])
-    if given in _LOCAL_NAT64:
-        return True
-    ip = _as_connected(given)
-    if ip.is_loopback:
-        return not allow_loopback
-    return not ip.is_global or ip.is_multicast
-
-
 async def fetch_document(
     url: str,
     settings: Settings,
@@ -178,7 +145,7 @@ async def fetch_document(
     except (OSError, TimeoutError):
         raise ClientRefused(f"{what} host does not resolve", "unreachable") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if not addresses or any(_address_refused(a, loopback) for a in addresses):
+    if not addresses or any(address_refused(a, loopback) for a in addresses):
         metrics.OAUTH_EVENTS.labels(event="cimd_refused_address").inc()
         raise ClientRefused(f"{what} URL points at a private or local address", "private")
     try:

@@ -7,33 +7,54 @@ cursor moves on. Any pod may deliver: a webhook row is locked while one of its e
 (``FOR UPDATE SKIP LOCKED``), so no two pods send for one webhook at once. Nothing here runs in a
 write's transaction: a save only writes its audit event, which is all a webhook needs.
 
-The sending itself (HTTP, the receiver's address check) belongs to the caller (``Sender``): the
-store knows no HTTP.
+The sending itself (HTTP) belongs to the caller (``Sender``): the store knows no HTTP. The
+receiver's address check (:func:`check_receiver`, DNS only) is here, so the command line, the
+operator and the sender refuse the same URLs.
+
+Who manages a webhook (``managed_by``, migration 0017): the command line (``memory-mcp webhook
+add``) or a Space resource's ``spec.webhooks`` (the operator). A resource owns the URLs it names
+and leaves every other webhook of its space alone; neither tool removes the other's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import binascii
 import hashlib
 import hmac
+import ipaddress
 import json
 import secrets
+import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .addresses import address_refused
 from .audit import record
 from .db import Database
 from .errors import Conflict, NotFound
+from .ownership import Owner
 
 SECRET_PREFIX = "whsec_"
+# A signing key's size in bytes (Standard Webhooks: 24 to 64); new secrets use the smallest.
+SECRET_MIN_BYTES = 24
+SECRET_MAX_BYTES = 64
+# The longest receiver URL (the column's check, migration 0015).
+MAX_URL = 2000
+# Most webhooks a Space resource declares (its CRD's spec.webhooks maxItems).
+MAX_DECLARED = 16
+# Seconds one name lookup of the receiver's host, and one send, may take.
+SEND_TIMEOUT_S = 5.0
 MAX_ATTEMPTS = 8
 # Events one lock of a webhook sends at most, in order. One event per transaction fell behind saves
 # at 50/s (commit to receipt p50 10.6 s after 20 s); in batches, p50 253 ms, p99 510 ms
@@ -56,6 +77,7 @@ class Webhook:
     attempts: int  # failed sends of its next event so far
     dead_letters: int
     created_at: datetime
+    managed_by: Owner = Owner.CLI
 
 
 @dataclass(frozen=True)
@@ -71,8 +93,54 @@ class DeadLetter:
     failed_at: datetime
 
 
+class ReceiverRefused(Exception):
+    """The URL is no receiver this service sends to (scheme, credentials, address)."""
+
+
+async def check_receiver(url: str, allow_loopback: bool) -> None:
+    """Refuse a receiver URL that is not https to a public address, as client metadata documents'
+    are (loopback, https or http, only with ``allow_loopback``: development and tests). Every
+    address the name resolves to is checked; the sender checks again at each send."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host or parts.username or parts.password or parts.scheme not in ("https", "http"):
+        raise ReceiverRefused("the webhook URL must be https://host/path, without credentials")
+    if len(url) > MAX_URL:
+        raise ReceiverRefused(f"the webhook URL must be at most {MAX_URL} characters")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ReceiverRefused("the webhook URL has no valid port") from None
+    try:
+        async with asyncio.timeout(SEND_TIMEOUT_S):
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, TimeoutError):
+        raise ReceiverRefused("the webhook host does not resolve") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses or any(address_refused(a, allow_loopback) for a in addresses):
+        raise ReceiverRefused("the webhook URL points at a private or local address")
+    if parts.scheme == "http" and not all(ipaddress.ip_address(a).is_loopback for a in addresses):
+        raise ReceiverRefused("the webhook URL must be https (http only to loopback)")
+
+
 def new_secret() -> str:
-    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_MIN_BYTES)).decode()
+
+
+def secret_problem(secret: str) -> str | None:
+    """Why ``secret`` is no signing secret (``whsec_`` + base64 of 24 to 64 bytes), or None."""
+    if not secret.startswith(SECRET_PREFIX):
+        return f"a signing secret starts with {SECRET_PREFIX}"
+    try:
+        key = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        return f"a signing secret is {SECRET_PREFIX} followed by base64"
+    if not SECRET_MIN_BYTES <= len(key) <= SECRET_MAX_BYTES:
+        return (
+            f"a signing secret's key is {SECRET_MIN_BYTES} to {SECRET_MAX_BYTES} bytes, "
+            f"this one is {len(key)} (make one with: echo {SECRET_PREFIX}$(head -c 32 /dev/urandom | base64))"
+        )
+    return None
 
 
 def signature(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
@@ -118,33 +186,53 @@ async def _every_space(db: Database) -> AsyncIterator[AsyncConnection]:
         yield conn
 
 
+async def _insert(
+    conn: AsyncConnection, space_id: uuid.UUID, url: str, secret: str, owner: Owner, actor: str
+) -> uuid.UUID:
+    """A new webhook of the space whose first event is the next one after its own ``webhook.added``."""
+    hook_id: uuid.UUID = (
+        await conn.execute(
+            text(
+                "INSERT INTO webhooks (space_id, url, secret, managed_by, after_txid, after_event) VALUES (:s, :u, "
+                ":sec, :o, pg_current_xact_id(), (SELECT coalesce(max(id), 0) FROM audit_events)) RETURNING id"
+            ),
+            {"s": space_id, "u": url, "sec": secret, "o": owner.value},
+        )
+    ).scalar_one()
+    await record(
+        conn, actor, "webhook.added", "webhook", str(hook_id), space_id=space_id, details={"url": url}
+    )
+    await conn.execute(
+        text("UPDATE webhooks SET after_event = (SELECT max(id) FROM audit_events) WHERE id = :id"),
+        {"id": hook_id},
+    )
+    return hook_id
+
+
+async def _delete(
+    conn: AsyncConnection, hook_id: uuid.UUID, space_id: uuid.UUID, url: str, actor: str
+) -> None:
+    await conn.execute(text("DELETE FROM webhooks WHERE id = :id"), {"id": hook_id})
+    await record(
+        conn, actor, "webhook.removed", "webhook", str(hook_id), space_id=space_id, details={"url": url}
+    )
+
+
+async def _space_id(conn: AsyncConnection, space_key: str) -> uuid.UUID:
+    space = (await conn.execute(text("SELECT id FROM spaces WHERE key = :k"), {"k": space_key})).first()
+    if space is None:
+        raise NotFound("space", space_key)
+    found: uuid.UUID = space.id
+    return found
+
+
 async def add_webhook(db: Database, space_key: str, url: str, actor: str) -> tuple[Webhook, str]:
-    """Register ``url`` for the space's events from now on; returns it and its signing secret."""
+    """Register ``url`` for the space's events from now on (the command line manages it); returns it
+    and its signing secret."""
     secret = new_secret()
     try:
         async with db.transaction() as conn:
-            space = (
-                await conn.execute(text("SELECT id FROM spaces WHERE key = :k"), {"k": space_key})
-            ).first()
-            if space is None:
-                raise NotFound("space", space_key)
-            hook_id = (
-                await conn.execute(
-                    text(
-                        "INSERT INTO webhooks (space_id, url, secret, after_txid, after_event) VALUES (:s, :u, "
-                        ":sec, pg_current_xact_id(), (SELECT coalesce(max(id), 0) FROM audit_events)) RETURNING id"
-                    ),
-                    {"s": space.id, "u": url, "sec": secret},
-                )
-            ).scalar_one()
-            await record(
-                conn, actor, "webhook.added", "webhook", str(hook_id), space_id=space.id, details={"url": url}
-            )
-            # The first event it gets is the next one after its own.
-            await conn.execute(
-                text("UPDATE webhooks SET after_event = (SELECT max(id) FROM audit_events) WHERE id = :id"),
-                {"id": hook_id},
-            )
+            hook_id = await _insert(conn, await _space_id(conn, space_key), url, secret, Owner.CLI, actor)
     except IntegrityError:
         raise Conflict(f"space '{space_key}' has a webhook for this URL already") from None
     (hook,) = [w for w in await list_webhooks(db, space_key) if w.id == hook_id]
@@ -155,7 +243,7 @@ async def list_webhooks(db: Database, space_key: str | None = None) -> list[Webh
     async with db.transaction() as conn:
         rows = await conn.execute(
             text(
-                "SELECT w.id, s.key, w.url, w.attempts, w.created_at, "
+                "SELECT w.id, s.key, w.url, w.attempts, w.created_at, w.managed_by, "
                 "(SELECT count(*) FROM audit_events e WHERE e.space_id = w.space_id "
                 "AND (e.txid, e.id) > (w.after_txid, w.after_event)) AS pending, "
                 "(SELECT count(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id) AS dead "
@@ -165,32 +253,98 @@ async def list_webhooks(db: Database, space_key: str | None = None) -> list[Webh
             {"k": space_key},
         )
         return [
-            Webhook(r.id, r.key, r.url, int(r.pending), r.attempts, int(r.dead), r.created_at) for r in rows
+            Webhook(
+                r.id, r.key, r.url, int(r.pending), r.attempts, int(r.dead), r.created_at, Owner(r.managed_by)
+            )
+            for r in rows
         ]
 
 
 async def remove_webhook(db: Database, space_key: str, url: str, actor: str) -> None:
+    """Remove a webhook the command line added; one a Space resource declares is refused (its
+    ``spec.webhooks`` is where it goes)."""
     async with db.transaction() as conn:
         row = (
             await conn.execute(
                 text(
-                    "DELETE FROM webhooks w USING spaces s WHERE s.id = w.space_id AND s.key = :k AND w.url = :u "
-                    "RETURNING w.id, w.space_id"
+                    "SELECT w.id, w.space_id, w.managed_by FROM webhooks w JOIN spaces s ON s.id = w.space_id "
+                    "WHERE s.key = :k AND w.url = :u FOR UPDATE OF w"
                 ),
                 {"k": space_key, "u": url},
             )
         ).first()
         if row is None:
             raise NotFound("webhook", url)
-        await record(
-            conn,
-            actor,
-            "webhook.removed",
-            "webhook",
-            str(row.id),
-            space_id=row.space_id,
-            details={"url": url},
-        )
+        if row.managed_by != Owner.CLI:
+            raise Conflict(
+                f"the webhook {url} of space '{space_key}' is declared in the Space resource '{space_key}'; "
+                "remove it from that resource's spec.webhooks"
+            )
+        await _delete(conn, row.id, row.space_id, url, actor)
+
+
+@dataclass(frozen=True)
+class DeclaredWebhooks:
+    """What :func:`declare_webhooks` changed (URLs), and the declared URLs the command line holds."""
+
+    added: tuple[str, ...] = ()
+    rekeyed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    held_by_cli: tuple[str, ...] = ()
+
+
+async def declare_webhooks(
+    db: Database, space_key: str, wanted: Mapping[str, str], keep: frozenset[str], actor: str
+) -> DeclaredWebhooks:
+    """Make the space's resource-managed webhooks exactly ``wanted`` (``{url: secret}``).
+
+    A wanted URL that is missing is added (its first event is the next one), one whose secret
+    differs gets the new secret (the next delivery is signed with it), and a resource-managed URL
+    neither wanted nor in ``keep`` (declared, but unusable now: its row stays as it was) is removed.
+    Webhooks the command line added are never touched: a wanted URL it holds is reported in
+    ``held_by_cli``. Raises ``NotFound`` for an absent space.
+    """
+    added: list[str] = []
+    rekeyed: list[str] = []
+    removed: list[str] = []
+    held: list[str] = []
+    async with db.transaction() as conn:
+        space_id = await _space_id(conn, space_key)
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT id, url, secret, managed_by FROM webhooks WHERE space_id = :s ORDER BY created_at"
+                ),
+                {"s": space_id},
+            )
+        ).all()
+        existing = {r.url: r for r in rows}
+        for url, secret in wanted.items():
+            row = existing.get(url)
+            if row is None:
+                await _insert(conn, space_id, url, secret, Owner.MANIFEST, actor)
+                added.append(url)
+            elif row.managed_by == Owner.CLI:
+                held.append(url)
+            elif not hmac.compare_digest(row.secret, secret):
+                await conn.execute(
+                    text("UPDATE webhooks SET secret = :s WHERE id = :id"), {"s": secret, "id": row.id}
+                )
+                await record(
+                    conn,
+                    actor,
+                    "webhook.secret_changed",
+                    "webhook",
+                    str(row.id),
+                    space_id=space_id,
+                    details={"url": url},
+                )
+                rekeyed.append(url)
+        for row in rows:
+            if row.managed_by == Owner.MANIFEST and row.url not in wanted and row.url not in keep:
+                await _delete(conn, row.id, space_id, row.url, actor)
+                removed.append(row.url)
+    return DeclaredWebhooks(tuple(added), tuple(rekeyed), tuple(removed), tuple(held))
 
 
 async def dead_letters(db: Database, space_key: str | None = None) -> list[DeadLetter]:
