@@ -234,7 +234,10 @@ def test_an_input_that_is_not_the_format_is_refused_with_a_reason(tmp_path: Path
         importers.parse("chatgpt", FIXTURES / "markdown" / "vault", ADA)
     not_json = tmp_path / "conversations.json"
     not_json.write_text("{not json")
-    with pytest.raises(ValidationError, match=r"conversations.json is not valid JSON \(.* at line 1\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"conversations.json is not valid JSON \(Expecting property name enclosed in double quotes at byte 1\)",
+    ):
         importers.parse("chatgpt", not_json, ADA)
     not_json.write_text('{"a": 1}')
     with pytest.raises(ValidationError, match="must be a list of conversations"):
@@ -284,3 +287,39 @@ def test_the_zip_of_a_folder_reads_like_the_folder(tmp_path: Path) -> None:
     plain = importers.parse("markdown", folder)
     assert [e.content for e in zipped.entries] == [e.content for e in plain.entries]
     assert json.dumps(skipped(zipped)).replace("vault/", "") == json.dumps(skipped(plain))
+
+
+def test_mem0_and_memory_json_read_alike_in_every_shape_they_come_in(tmp_path: Path) -> None:
+    """Read a value at a time, each shape of a format gives the same records: mem0's object (pretty
+    or on one line), its bare list and its JSON lines; memory.json's lines and its early
+    whole-graph object."""
+    mem0 = json.loads((FIXTURES / "mem0" / "memories.json").read_text())
+    items = mem0["results"]
+    shapes = {
+        "compact.json": json.dumps(mem0),
+        "list.json": json.dumps(items, indent=2),
+        "lines.jsonl": "".join(json.dumps(item) + "\n" for item in items),
+    }
+    expected = importers.parse("mem0", FIXTURES / "mem0" / "memories.json", ADA)
+    for name, text in shapes.items():
+        (tmp_path / name).write_text(text)
+        parsed = importers.parse("mem0", tmp_path / name, ADA)
+        assert [e.content for e in parsed.entries] == [e.content for e in expected.entries], name
+
+    lines = [
+        json.loads(line)
+        for line in (FIXTURES / "memory-json" / "memory.json").read_text().splitlines()
+        if line.startswith('{"')
+    ]
+    graph = {
+        "entities": [item for item in lines if item["type"] == "entity"],
+        "relations": [item for item in lines if item["type"] == "relation"],
+    }
+    (tmp_path / "memory.json").write_text(json.dumps(graph))
+    whole = importers.parse("memory-json", tmp_path / "memory.json", ADA)
+    (tmp_path / "memory.json").write_text(
+        "".join(json.dumps(item) + "\n" for item in [*graph["entities"], *graph["relations"]])
+    )
+    by_line = importers.parse("memory-json", tmp_path / "memory.json", ADA)
+    assert sorted(e.content for e in whole.entries) == sorted(e.content for e in by_line.entries)
+    assert len(whole.entries) >= 4

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from memory_mcp.core.settings import Settings
     from memory_mcp.embedder.static import StaticModel
     from memory_mcp.store.db import Database
+    from memory_mcp.store.importers import Cost
     from memory_mcp.store.importers.preview import Preview
     from memory_mcp.store.models import Space
     from memory_mcp.store.transfer import Entry, ImportReport
@@ -194,9 +195,11 @@ def import_(
                     entry.created_by = entry.updated_by = author
         else:
             with console.status(f"reading {path}"):
-                parsed = importers.parse(source.value, path, author)
+                parsed = importers.parse(source.value, path, author, settings.import_budget())
             entries.extend(parsed.entries)
             problems.extend(parsed.skipped)
+            if parsed.cost is not None:
+                _print_cost(parsed.cost)
         if dry_run:
             _print_preview(space, await importers.preview(db, target.id, entries), problems)
             return None
@@ -218,6 +221,15 @@ def import_(
         console.print(
             f"{done.unattributed} memories name people who are not users here; stored without an author"
         )
+
+
+def _print_cost(cost: Cost) -> None:
+    """What reading the export cost, against the import budget (MEMORY_MCP_MAX_IMPORT_*)."""
+    console.print(
+        f"read {cost.read_bytes:,} bytes in {cost.cpu_seconds:.2f} s of CPU, holding at most "
+        f"{cost.peak_bytes:,} bytes",
+        highlight=False,
+    )
 
 
 def _print_preview(space: str, preview: Preview, problems: list[Any]) -> None:

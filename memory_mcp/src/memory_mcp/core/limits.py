@@ -36,6 +36,8 @@ def rows() -> list[tuple[str, str, str]]:
     body = int(defaults["max_body_bytes"].default)
     pdf_pages = int(defaults["max_pdf_pages"].default)
     media_seconds = float(defaults["max_media_seconds"].default)
+    import_cpu = float(defaults["max_import_cpu_seconds"].default)
+    import_memory = int(defaults["max_import_memory_bytes"].default)
     v = "validation"
     return [
         ("one memory's text", f"{_n(validation.MAX_CONTENT)} characters", f"{v}.MAX_CONTENT"),
@@ -71,6 +73,17 @@ def rows() -> list[tuple[str, str, str]]:
             "an import sent to `POST /v1/spaces/{key}/import`",
             f"{_mb(upload)}",
             "`MEMORY_MCP_MAX_UPLOAD_BYTES`",
+        ),
+        (
+            "CPU time reading one import may take (`memory-mcp import`, REST); past it nothing is imported",
+            f"{import_cpu / 60:g} minutes",
+            "`MEMORY_MCP_MAX_IMPORT_CPU_SECONDS`",
+        ),
+        (
+            "what reading one import may hold (its records and the item being read); past it nothing "
+            "is imported",
+            _mb(import_memory),
+            "`MEMORY_MCP_MAX_IMPORT_MEMORY_BYTES`",
         ),
         (
             "a zip member's size against its compressed size (members over 1 MiB)",

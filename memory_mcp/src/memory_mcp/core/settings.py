@@ -20,6 +20,7 @@ from memory_mcp.core.backends import (
 from memory_mcp.store import validation
 
 if TYPE_CHECKING:
+    from memory_mcp.store.importers import Budget
     from memory_mcp.store.search import SearchParams
 
 
@@ -138,6 +139,10 @@ class Settings(BaseSettings):
     # What one file may hold (refused with the reason before the long part of its extraction).
     max_pdf_pages: int = Field(default=validation.MAX_PDF_PAGES, ge=1)
     max_media_seconds: float = Field(default=validation.MAX_MEDIA_SECONDS, gt=0)
+    # What reading one import may cost, `memory-mcp import` and REST alike (store/importers/budget.py):
+    # past either it stops, and nothing is imported.
+    max_import_cpu_seconds: float = Field(default=validation.MAX_IMPORT_CPU_SECONDS, gt=0)
+    max_import_memory_bytes: int = Field(default=validation.MAX_IMPORT_MEMORY_BYTES, ge=1024 * 1024)
     # Fair turns across spaces: a job that has run document_slice_s no longer holds its worker;
     # the worker then also takes the next job of another space, up to document_max_parallel jobs
     # (each of a different space) at once. A small file of one space so waits about document_slice_s
@@ -263,6 +268,12 @@ class Settings(BaseSettings):
 
         gain, offset = SIMILARITY_DEFAULTS[self.embedding_backend].search_scale()
         return SearchParams(ef_search=self.hnsw_ef_search, similarity_gain=gain, similarity_offset=offset)
+
+    def import_budget(self) -> Budget:
+        """What reading one import may cost."""
+        from memory_mcp.store.importers import Budget
+
+        return Budget(cpu_seconds=self.max_import_cpu_seconds, memory_bytes=self.max_import_memory_bytes)
 
     @property
     def static_embedding_cache_dir(self) -> Path:

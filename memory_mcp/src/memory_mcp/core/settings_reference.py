@@ -122,6 +122,10 @@ SECTIONS: list[tuple[str, dict[str, str]]] = [
             "document_poll_s": "How often an idle worker looks for work, in seconds.",
             "max_pdf_pages": "Pages of one PDF; a longer one fails before it is read.",
             "max_media_seconds": "Length of one recording, audio or video, in seconds.",
+            "max_import_cpu_seconds": "CPU time reading one import may take (`memory-mcp import`, "
+            "REST); past it the import stops and nothing is imported.",
+            "max_import_memory_bytes": "Bytes reading one import may hold (its records and the item "
+            "being read); past it the import stops and nothing is imported.",
             "document_slice_s": "Seconds a job runs before its worker also takes another space's "
             "job (fair turns).",
             "document_max_parallel": "Jobs of different spaces one worker runs at once.",

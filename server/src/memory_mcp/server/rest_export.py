@@ -31,6 +31,14 @@ IMPORT_PATHS = ("/v1/spaces/*/import",)  # the body limit of these is the upload
 ImportFormat = Literal["jsonl", "chatgpt", "claude", "mem0", "memory-json", "markdown"]
 
 
+class ImportCostOut(Out):
+    readBytes: int = Field(description="Bytes of the export read (inflated, for a zip)")
+    peakBytes: int = Field(
+        description="The most the reading held at once: its records and the item being read"
+    )
+    cpuSeconds: float = Field(description="CPU time of the reading")
+
+
 class ImportOut(Out):
     space: str
     format: str
@@ -39,6 +47,11 @@ class ImportOut(Out):
     documents: int = Field(description="Documents added (or that would be)")
     already: int = Field(description="Memories and documents there from an earlier import: not added again")
     skipped: list[str] = Field(description="What was left out and why (never the text itself)")
+    cost: ImportCostOut | None = Field(
+        default=None,
+        description="What reading another tool's export cost, against the server's import budget "
+        "(not given for jsonl)",
+    )
     message: str
 
 
@@ -62,11 +75,14 @@ def _named(path: FilePath, name: str | None) -> FilePath:
     return target
 
 
-def _records(fmt: str, path: FilePath, author: Mapping[str, Any]) -> tuple[list[transfer.Entry], list[Any]]:
-    """The file's records, written by ``author``; a JSONL line that is not right is skipped and named."""
+def _records(
+    fmt: str, path: FilePath, author: Mapping[str, Any], budget: importers.Budget
+) -> tuple[list[transfer.Entry], list[Any], importers.Cost | None]:
+    """The file's records, written by ``author``, and what reading them cost; a JSONL line that is
+    not right is skipped and named."""
     if fmt != "jsonl":
-        parsed = importers.parse(fmt, path, author)
-        return parsed.entries, list(parsed.skipped)
+        parsed = importers.parse(fmt, path, author, budget)
+        return parsed.entries, list(parsed.skipped), parsed.cost
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
@@ -74,7 +90,7 @@ def _records(fmt: str, path: FilePath, author: Mapping[str, Any]) -> tuple[list[
     entries, problems = transfer.check_lines(lines)
     for entry in entries:  # over REST the importing user is the author: no one else is named
         entry.created_by = entry.updated_by = author
-    return entries, list(problems)
+    return entries, list(problems), None
 
 
 def _require_curate(caller: Caller, ctx: SpaceContext) -> None:
@@ -155,7 +171,9 @@ def build_router(service: MemoryService) -> APIRouter:
                 return ErrorResponse(exc.status, str(exc), field=exc.field)
             path = _named(received.path, received.file_name)
             author = {"name": c.user.name, "email": c.user.email}
-            entries, skipped = await asyncio.to_thread(_records, fmt, path, author)
+            budget = service.settings.import_budget()
+            # A thread of its own: the reading's CPU budget is that thread's time.
+            entries, skipped, cost = await asyncio.to_thread(_records, fmt, path, author, budget)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if dryRun:
@@ -189,6 +207,11 @@ def build_router(service: MemoryService) -> APIRouter:
             documents=counts[1],
             already=counts[2],
             skipped=[str(s) for s in skipped],
+            cost=None
+            if cost is None
+            else ImportCostOut(
+                readBytes=cost.read_bytes, peakBytes=cost.peak_bytes, cpuSeconds=cost.cpu_seconds
+            ),
             message=(
                 f"{verb} {counts[0]} memories and {counts[1]} documents into '{ctx.space.key}'; "
                 f"{counts[2]} already there, {len(skipped)} skipped"

@@ -142,3 +142,12 @@ class UploadTokenRefused(AuthenticationFailed):
     def __init__(self) -> None:
         super().__init__("upload_token")
         self.args = ("invalid, expired or already used upload token: ask for a new one",)
+
+
+class ImportOverBudget(StoreError):
+    """Reading an export passed its CPU or memory budget (``budget``: ``cpu`` or ``memory``); it
+    stopped there and nothing was imported."""
+
+    def __init__(self, budget: str, message: str) -> None:
+        super().__init__(message)
+        self.budget = budget

@@ -240,14 +240,20 @@ MemoryStatus = Literal["live", "proposed", "forgotten", "superseded", "rejected"
 MEMORY_STATUS_VALUES: tuple[str, ...] = get_args(MemoryStatus)
 
 # Imports from other tools (store/importers): one file, or everything read out of one archive, is at
-# most this many bytes. A heavy ChatGPT user's conversations.json is a few hundred MB; it is parsed
-# in memory, so the cap is what a laptop holds several times over.
+# most this many bytes. A heavy ChatGPT user's conversations.json is a few hundred MB.
 MAX_IMPORT_BYTES = 1024 * 1024 * 1024
 # An archive member may unpack to at most this many times its compressed size (members over 1 MiB;
 # JSON and Markdown compress 5-20 times, a zip bomb thousands of times), and an archive may list
 # at most this many members.
 MAX_ARCHIVE_RATIO = 200
 MAX_ARCHIVE_MEMBERS = 100_000
+# What reading one import may cost (defaults of the settings max_import_cpu_seconds and
+# max_import_memory_bytes; store/importers/budget.py). The export is read a conversation (a memory,
+# a note) at a time, so what it holds is its records and one item: a generated 50 MB ChatGPT export
+# held 90 MiB at most and took 22 s of CPU on a busy machine (bench/upload_bombs.py), so these let
+# an export of MAX_IMPORT_BYTES through.
+MAX_IMPORT_CPU_SECONDS = 1200.0
+MAX_IMPORT_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 
 
 def idempotency_key(value: str | None, field: str = "idempotencyKey") -> str | None:

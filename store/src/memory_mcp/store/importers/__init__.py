@@ -1,9 +1,11 @@
 """Imports from the tools people leave: each format's parser turns its export into the records
 :func:`~..transfer.import_entries` writes (one module a format; what becomes what is in each).
 
-``parse(fmt, path, author)`` reads a file, a folder or a zip archive and returns the records and
-what was left out, without touching the database. Authorship is the importing user (``author``:
-``{"name", "email"}`` of a user here, or None); dates are the input's own.
+``parse(fmt, path, author, budget)`` reads a file, a folder or a zip archive and returns the records,
+what was left out and what the reading cost, without touching the database. Authorship is the
+importing user (``author``: ``{"name", "email"}`` of a user here, or None); dates are the input's
+own. A reading that passes its ``budget`` (CPU time, bytes held: :mod:`.budget`) stops there with
+:class:`~..errors.ImportOverBudget`; nothing has been written by then.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from . import chatgpt, claude, markdown, mem0, memory_json
 from .base import Builder, Parsed, Skipped
+from .budget import Budget, Cost, Meter
 from .bundle import Bundle, open_bundle
 from .preview import Preview, preview
 
@@ -29,11 +32,15 @@ PARSERS: dict[str, Parser] = {
 FORMATS = tuple(PARSERS)
 
 
-def parse(fmt: str, path: Path, author: Mapping[str, Any] | None = None) -> Parsed:
+def parse(
+    fmt: str, path: Path, author: Mapping[str, Any] | None = None, budget: Budget | None = None
+) -> Parsed:
     """The records of the export at ``path`` in format ``fmt``; raises ValidationError when it cannot
-    be read at all (not that format, too large, not there), else reports each part left out."""
-    builder = Builder(fmt, author)
-    bundle = open_bundle(path)
+    be read at all (not that format, too large, not there), ImportOverBudget when reading it costs
+    more than ``budget``, else reports each part left out. Runs in the thread whose CPU time counts."""
+    meter = Meter(budget)
+    builder = Builder(fmt, author, meter)
+    bundle = open_bundle(path, meter)
     try:
         PARSERS[fmt](bundle, builder)
     finally:
@@ -43,4 +50,4 @@ def parse(fmt: str, path: Path, author: Mapping[str, Any] | None = None) -> Pars
     return builder.finish()
 
 
-__all__ = ["FORMATS", "PARSERS", "Parsed", "Preview", "Skipped", "parse", "preview"]
+__all__ = ["FORMATS", "PARSERS", "Budget", "Cost", "Parsed", "Preview", "Skipped", "parse", "preview"]

@@ -25,6 +25,7 @@ from ..memories import checked_content, content_hash
 from ..secrets import find_secret
 from ..summary import summarize, title_for
 from ..transfer import Entry, Problem
+from .budget import RECORD_BYTES, Cost, Meter
 
 # A user's turn of fewer words than this ("thanks", "go on", "yes please") says nothing worth
 # recalling: it stays in its conversation's document but makes no memory.
@@ -62,18 +63,21 @@ class Part:
 
 @dataclass
 class Parsed:
-    """A parser's result: the records to write and what was left out."""
+    """A parser's result: the records to write, what was left out, and what reading cost."""
 
     entries: list[Entry] = field(default_factory=list)
     skipped: list[Problem] = field(default_factory=list)
+    cost: Cost | None = None
 
 
 class Builder:
-    """Collects one import's records; every format's parser writes through it."""
+    """Collects one import's records; every format's parser writes through it. What the records
+    hold is counted against the import's budget as each is made."""
 
-    def __init__(self, source: str, author: Mapping[str, Any] | None) -> None:
+    def __init__(self, source: str, author: Mapping[str, Any] | None, meter: Meter | None = None) -> None:
         self.source = source
         self.author = author
+        self.meter = meter or Meter()
         self.parsed = Parsed()
         self.short = 0  # user turns too short to be memories
         self._ids: set[str] = set()
@@ -86,6 +90,7 @@ class Builder:
         if (found := find_secret(where)) is not None:
             where = f"an item whose name looks like {found.label} (name withheld)"
         self.parsed.skipped.append(Skipped(len(self.parsed.skipped) + 1, message, where))
+        self.meter.hold(RECORD_BYTES + len(where) + len(message))
 
     def has_secret(self, where: str, value: str | None) -> bool:
         """Whether ``value`` looks like it holds a credential; if so the skip is recorded."""
@@ -101,6 +106,7 @@ class Builder:
                 f"{self.short} turn(s) of fewer than {MIN_STATEMENT_WORDS} words kept in their "
                 "conversations only, not as memories",
             )
+        self.parsed.cost = self.meter.cost()
         return self.parsed
 
     # --- records --------------------------------------------------------------------------------
@@ -115,6 +121,8 @@ class Builder:
         return file_id
 
     def _entry(self, kind: str, file_id: str, content: str, **fields: Any) -> Entry:
+        held = len(content) + len(fields.get("summary", "")) + len(fields.get("title") or "")
+        self.meter.hold(RECORD_BYTES + held)
         return Entry(
             line=len(self.parsed.entries) + 1,
             kind=kind,

@@ -5,7 +5,9 @@ itself; names that try a path trick (absolute, ``..``, a drive letter) are still
 reported, since no export tool writes them. Sizes are checked before a byte is inflated: the
 declared size of everything read stays under :data:`~..validation.MAX_IMPORT_BYTES`, a large
 member may not claim more than :data:`~..validation.MAX_ARCHIVE_RATIO` times its compressed size
-(zip bombs), and reading stops at the declared size whatever the stream says.
+(zip bombs), and reading stops at the declared size whatever the stream says. JSON is read a
+value at a time (:mod:`.json_stream`), and what the reading costs is counted against the import's
+budget (:mod:`.budget`) as it goes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import codecs
 import json
 import stat
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -22,6 +24,8 @@ from typing import Any
 
 from .. import validation
 from ..errors import ValidationError
+from .budget import Meter
+from .json_stream import JsonReader
 
 RATIO_FLOOR = 1024 * 1024  # members smaller than this are not held to the ratio
 CHUNK = 1024 * 1024  # bytes read (or inflated) at a time
@@ -43,6 +47,7 @@ class Bundle:
 
     path: Path
     archive: zipfile.ZipFile | None = None
+    meter: Meter = field(default_factory=Meter)
     left_out: list[tuple[str, str]] = field(default_factory=list)
     _read: int = 0
 
@@ -69,17 +74,50 @@ class Bundle:
             return self.path.name
         return self.find(base_name)
 
-    def json(self, name: str) -> Any:
-        """A file's JSON value; refused (ValidationError) when it is not JSON, or as soon as the
-        reading passes a string that no document could hold (:data:`MAX_JSON_STRING_BYTES`)."""
-        try:
-            return json.loads(self.json_text(name))
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                "file", f"{name} is not valid JSON ({exc.msg} at line {exc.lineno})"
-            ) from None
-        except RecursionError:
-            raise ValidationError("file", f"{name} is nested too deeply to read") from None
+    def json(self, name: str) -> JsonReader:
+        """A JSON file, to read a value at a time; refused (ValidationError) where it is not JSON,
+        and as soon as the reading passes a string that no document could hold
+        (:data:`MAX_JSON_STRING_BYTES`)."""
+        return JsonReader(name, self._texts(name, _LongStrings(name)), self.meter)
+
+    def json_list(self, name: str, refusal: str) -> Iterator[Any]:
+        """The items of the list a JSON file holds, one at a time; ``refusal`` when it holds
+        something else (once that is read whole: bad JSON is refused as such)."""
+        reader = self.json(name)
+        if reader.peek() != "[":
+            reader.value()
+            reader.end()
+            raise ValidationError("file", f"{name} {refusal}")
+        yield from reader.items()
+        reader.end()
+
+    def json_lines(self, name: str) -> bool:
+        """Whether a file is JSON lines (a value a line) rather than one JSON value: it has two
+        lines that are not blank, and one of them is a value by itself (a line of a value written
+        over several lines, ``[`` or ``"results": [``, is not)."""
+        lines = [line for line in self.head(name).lstrip("\ufeff").split("\n", 16) if line.strip()]
+        return len(lines) >= 2 and any(_is_json(line) for line in lines[:2])
+
+    def lines(self, name: str) -> Iterator[tuple[int, str]]:
+        """A text file's lines with their numbers, read a megabyte at a time: what is held is the
+        line being read (counted against the import's budget), not the file."""
+        pending: list[str] = []  # the start of a line that goes on in the next chunk
+        waiting = 0
+        number = 0
+        for text in self._texts(name):
+            self.meter.buffer = waiting + len(text)
+            if "\n" not in text:
+                pending.append(text)
+                waiting += len(text)
+                continue
+            first, *middle, last = text.split("\n")
+            for line in ["".join([*pending, first]), *middle]:
+                number += 1
+                yield number, line.removeprefix("\ufeff") if number == 1 else line
+            pending, waiting = [last], len(last)
+        if waiting:
+            yield number + 1, "".join(pending).removeprefix("\ufeff")
+        self.meter.buffer = 0
 
     def _all(self) -> Iterator[File]:
         if self.archive is not None:
@@ -104,20 +142,24 @@ class Bundle:
                 continue
             yield File(info.filename, datetime(*info.date_time, tzinfo=UTC))
 
-    def read(self, name: str) -> bytes:
-        """A file's bytes; refused (ValidationError) past the size limits."""
-        return b"".join(self._chunks(name))
-
     def _chunks(self, name: str, watch: Callable[[bytes], None] = lambda _: None) -> Iterator[bytes]:
         """A file's bytes a chunk at a time, each shown to ``watch`` (which may refuse the file)
-        before the next is read or inflated; refused past the size limits."""
+        and counted against the import's budget before the next is read or inflated; refused past
+        the size limits."""
+        self.meter.where = name
+        for chunk in self._raw_chunks(name):
+            self.meter.read += len(chunk)
+            self.meter.check()
+            watch(chunk)
+            yield chunk
+
+    def _raw_chunks(self, name: str) -> Iterator[bytes]:
         if self.archive is None:
             target = self.path if not self.path.is_dir() else self.path / name
             try:
                 self._count(target.stat().st_size, name)
                 with target.open("rb") as handle:
                     while chunk := handle.read(CHUNK):
-                        watch(chunk)
                         yield chunk
             except OSError as exc:
                 raise ValidationError("file", f"{name} cannot be read ({exc.strerror or exc})") from None
@@ -139,7 +181,6 @@ class Bundle:
                     read += len(chunk)
                     if read > info.file_size:
                         raise ValidationError("file", f"{name} holds more than its archive entry declares")
-                    watch(chunk)
                     yield chunk
         except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
             raise ValidationError("file", f"{name} cannot be read from the archive ({exc})") from None
@@ -158,32 +199,30 @@ class Bundle:
             raise ValidationError("file", f"{name} cannot be read ({exc})") from None
         return data.decode("utf-8", "replace")
 
-    def json_text(self, name: str) -> str:
-        """A JSON (or JSON lines) file's text, refused as :meth:`json` refuses one."""
-        return self._decoded(name, self._chunks(name, _LongStrings(name)))
-
     def text(self, name: str, max_chars: int | None = None) -> str:
         """A file's UTF-8 text; with ``max_chars``, refused as soon as the reading passes that many
         characters (the rest is never read or inflated)."""
-        return self._decoded(name, self._chunks(name), max_chars)
-
-    @staticmethod
-    def _decoded(name: str, chunks: Iterable[bytes], max_chars: int | None = None) -> str:
-        decoder = codecs.getincrementaldecoder("utf-8-sig")()
         parts: list[str] = []
         length = 0
+        for text in self._texts(name):
+            parts.append(text)
+            length += len(text)
+            self.meter.buffer = length
+            if max_chars is not None and length > max_chars:
+                raise ValidationError("file", f"{name} is over {max_chars:,} characters; not read further")
+        self.meter.buffer = 0
+        return "".join(parts).removeprefix("\ufeff")
+
+    def _texts(self, name: str, watch: Callable[[bytes], None] = lambda _: None) -> Iterator[str]:
+        """A file's UTF-8 text a chunk at a time, as it is (a byte order mark too: offsets stay
+        the file's); the bytes are shown to ``watch`` as :meth:`_chunks` does."""
+        decoder = codecs.getincrementaldecoder("utf-8")()
         try:
-            for chunk in chunks:
-                parts.append(decoder.decode(chunk))
-                length += len(parts[-1])
-                if max_chars is not None and length > max_chars:
-                    raise ValidationError(
-                        "file", f"{name} is over {max_chars:,} characters; not read further"
-                    )
-            parts.append(decoder.decode(b"", final=True))
+            for chunk in self._chunks(name, watch):
+                yield decoder.decode(chunk)
+            yield decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             raise ValidationError("file", f"{name} is not UTF-8 text") from None
-        return "".join(parts)
 
     def _count(self, size: int, name: str) -> None:
         self._read += size
@@ -195,6 +234,14 @@ class Bundle:
     def close(self) -> None:
         if self.archive is not None:
             self.archive.close()
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
 
 
 def _mtime(path: Path) -> datetime:
@@ -213,12 +260,12 @@ def _member_problem(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def open_bundle(path: Path) -> Bundle:
+def open_bundle(path: Path, meter: Meter) -> Bundle:
     """The files at ``path``: a folder, a zip archive (by its content, not its name) or one file."""
     if not path.exists():
         raise ValidationError("file", f"{path} does not exist")
     if path.is_dir():
-        return Bundle(path)
+        return Bundle(path, meter=meter)
     if not path.is_file():
         raise ValidationError("file", f"{path} is not a file or a folder")
     if zipfile.is_zipfile(path):
@@ -231,8 +278,8 @@ def open_bundle(path: Path) -> Bundle:
             raise ValidationError(
                 "file", f"{path.name} lists more than {validation.MAX_ARCHIVE_MEMBERS} members; not read"
             )
-        return Bundle(path, archive)
-    return Bundle(path)
+        return Bundle(path, archive, meter)
+    return Bundle(path, meter=meter)
 
 
 class _LongStrings:

@@ -33,17 +33,14 @@ def parse(bundle: Bundle, builder: Builder) -> None:
         raise ValidationError(
             "file", "no conversations.json in it: give the export's zip, its folder or its conversations.json"
         )
-    data = bundle.json(name)
-    if not isinstance(data, list):
-        raise ValidationError("file", f"{name} must be a list of conversations (ChatGPT's export format)")
-    if data and not any(isinstance(c, Mapping) and isinstance(c.get("mapping"), Mapping) for c in data):
-        raise ValidationError(
-            "file", f"{name} holds no ChatGPT conversations (a Claude export? --from claude)"
-        )
-    for index, conversation in enumerate(data, start=1):
+    # Read a conversation at a time: what is held is the records so far and one conversation.
+    items = bundle.json_list(name, "must be a list of conversations (ChatGPT's export format)")
+    index = found = 0
+    for index, conversation in enumerate(items, start=1):
         if not isinstance(conversation, Mapping) or not isinstance(conversation.get("mapping"), Mapping):
             builder.skip(f"conversation {index}", "not a conversation (no message mapping); not imported")
             continue
+        found += 1
         key = str(conversation.get("conversation_id") or conversation.get("id") or index)
         title = conversation.get("title")
         add_conversation(
@@ -55,6 +52,10 @@ def parse(bundle: Bundle, builder: Builder) -> None:
             updated_at=from_epoch(conversation.get("update_time")),
             assistant="ChatGPT",
             category=CATEGORY,
+        )
+    if index and not found:
+        raise ValidationError(
+            "file", f"{name} holds no ChatGPT conversations (a Claude export? --from claude)"
         )
 
 

@@ -18,7 +18,8 @@ of its own, cut into memories as an uploaded file is.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 from typing import Any
 
 from ..errors import ValidationError
@@ -30,9 +31,11 @@ CATEGORY = "claude"
 
 
 def parse(bundle: Bundle, builder: Builder) -> None:
-    if bundle.archive is None and not bundle.path.is_dir():  # one file: which one by its content
-        data = _list(bundle, bundle.path.name)
-        (_projects if data and _is_project(data[0]) else _conversations)(data, builder)
+    if bundle.archive is None and not bundle.path.is_dir():  # one file: which one by its first item
+        items = _list(bundle, bundle.path.name)
+        first = next(items, None)
+        if first is not None:
+            (_projects if _is_project(first) else _conversations)(chain([first], items), builder)
         return
     found = [
         (name, read)
@@ -51,11 +54,9 @@ def parse(bundle: Bundle, builder: Builder) -> None:
         read(_list(bundle, name), builder)
 
 
-def _list(bundle: Bundle, name: str) -> list[Any]:
-    data = bundle.json(name)
-    if not isinstance(data, list):
-        raise ValidationError("file", f"{name} must be a list (Claude's export format)")
-    return data
+def _list(bundle: Bundle, name: str) -> Iterator[Any]:
+    """The file's items, read one at a time."""
+    return bundle.json_list(name, "must be a list (Claude's export format)")
 
 
 def _is_project(item: object) -> bool:
@@ -94,13 +95,13 @@ def _turns(messages: object) -> Iterator[tuple[Turn, list[tuple[str, str]]]]:
         yield turn, attachments
 
 
-def _conversations(data: list[Any], builder: Builder) -> None:
-    if data and not any(isinstance(c, Mapping) and isinstance(c.get("chat_messages"), list) for c in data):
-        raise ValidationError("file", "it holds no Claude conversations (a ChatGPT export? --from chatgpt)")
-    for index, conversation in enumerate(data, start=1):
+def _conversations(items: Iterable[Any], builder: Builder) -> None:
+    index = found = 0
+    for index, conversation in enumerate(items, start=1):
         if not isinstance(conversation, Mapping) or not isinstance(conversation.get("chat_messages"), list):
             builder.skip(f"conversation {index}", "not a conversation (no chat_messages); not imported")
             continue
+        found += 1
         key = str(conversation.get("uuid") or index)
         turns: list[Turn] = []
         for turn, attachments in _turns(conversation["chat_messages"]):
@@ -120,10 +121,12 @@ def _conversations(data: list[Any], builder: Builder) -> None:
             assistant="Claude",
             category=CATEGORY,
         )
+    if index and not found:
+        raise ValidationError("file", "it holds no Claude conversations (a ChatGPT export? --from chatgpt)")
 
 
-def _projects(data: list[Any], builder: Builder) -> None:
-    for index, project in enumerate(data, start=1):
+def _projects(items: Iterable[Any], builder: Builder) -> None:
+    for index, project in enumerate(items, start=1):
         if not isinstance(project, Mapping):
             builder.skip(f"project {index}", "not a project; not imported")
             continue

@@ -15,15 +15,17 @@ and ``relations`` are mem0's own and are ignored.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 from ..errors import ValidationError
 from .base import Builder, Part, from_iso, short
+from .budget import RECORD_BYTES
 from .bundle import Bundle
 
 OWNERS = ("user_id", "agent_id", "run_id", "app_id")
+LISTS = ("results", "memories")  # where an object holds the memories (mem0 1.1 and later: results)
 
 
 def parse(bundle: Bundle, builder: Builder) -> None:
@@ -52,6 +54,7 @@ def parse(bundle: Bundle, builder: Builder) -> None:
             f"{o.removesuffix('_id')} {item[o]}" for o in OWNERS if isinstance(item.get(o), str | int)
         )
         groups.setdefault(owner, []).append((part, created))
+        builder.meter.hold(RECORD_BYTES + len(text))  # held until its owner's document is made
     for owner, members in groups.items():
         members.sort(key=lambda m: (m[1] is None, m[1] or datetime.min))
         dates = [m[1] for m in members if m[1] is not None]
@@ -66,27 +69,32 @@ def parse(bundle: Bundle, builder: Builder) -> None:
         )
 
 
-def _items(bundle: Bundle, name: str, builder: Builder) -> list[Any]:
-    text = bundle.json_text(name)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = None
-        items: list[Any] = []
-        for number, line in enumerate(text.splitlines(), start=1):
+def _items(bundle: Bundle, name: str, builder: Builder) -> Iterator[Any]:
+    """The memories one at a time: of JSON lines, of a list, or of the list an object holds under
+    ``results`` (or ``memories``); what is held is one memory, not the file."""
+    if bundle.json_lines(name):
+        for number, line in bundle.lines(name):
             if not line.strip():
                 continue
             try:
-                items.append(json.loads(line))
+                yield json.loads(line)
             except json.JSONDecodeError as exc:
                 builder.skip(f"line {number}", f"not valid JSON ({exc.msg}); not imported")
             except RecursionError:
                 builder.skip(f"line {number}", "nested too deeply to read; not imported")
-        return items
-    except RecursionError:
-        raise ValidationError("file", f"{name} is nested too deeply to read") from None
-    if isinstance(data, Mapping):
-        data = data.get("results", data.get("memories"))
-    if not isinstance(data, list):
+        return
+    reader = bundle.json(name)
+    listed = False
+    if reader.peek() == "[":
+        listed = True
+        yield from reader.items()
+    elif reader.peek() == "{":
+        for member in reader.members():
+            if member in LISTS and not listed and reader.peek() == "[":
+                listed = True
+                yield from reader.items()
+    else:
+        reader.value()
+    reader.end()
+    if not listed:
         raise ValidationError("file", f"{name}: expected a list of memories, or an object with 'results'")
-    return data

@@ -28,6 +28,7 @@ from .base import Builder, Part, from_iso, quoted
 from .bundle import Bundle
 
 EXTENSION = "memoryMcp"
+GRAPH = ("entities", "relations")  # the members of the early whole-graph form
 RELATION_CATEGORY = "relation"
 UNCATEGORISED = "uncategorised"
 
@@ -39,7 +40,7 @@ def parse(bundle: Bundle, builder: Builder) -> None:
     name = bundle.pick("memory.json") or bundle.pick("memory.jsonl")
     if name is None:
         raise ValidationError("file", "no memory.json in it: give the memory server's memory.json")
-    for number, item in _objects(bundle.json_text(name), builder):
+    for number, item in _objects(bundle, name, builder):
         kind = item.get("type")
         if kind == "relation" or (kind is None and "relationType" in item):
             _relation(item, number, builder)
@@ -49,19 +50,26 @@ def parse(bundle: Bundle, builder: Builder) -> None:
             builder.skip(f"line {number}", "neither an entity nor a relation; not imported")
 
 
-def _objects(text: str, builder: Builder) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    stripped = text.strip()
-    if stripped.startswith("{") and "\n{" not in stripped:  # one object: the early whole-graph form
-        try:
-            whole = json.loads(stripped)
-        except (json.JSONDecodeError, RecursionError):
-            whole = None
-        if isinstance(whole, Mapping) and ("entities" in whole or "relations" in whole):
-            for number, item in enumerate([*whole.get("entities", []), *whole.get("relations", [])], start=1):
-                if isinstance(item, Mapping):
-                    yield number, item
+def _objects(bundle: Bundle, name: str, builder: Builder) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """The file's objects one at a time, numbered by line (by place in the early whole-graph form)."""
+    if not bundle.json_lines(name):
+        reader = bundle.json(name)
+        if reader.peek() == "{":  # the early whole-graph form, or a file of one line
+            number, one, graph = 0, {}, False
+            for member in reader.members():
+                if member in GRAPH and reader.peek() == "[":
+                    graph = True
+                    for item in reader.items():
+                        number += 1
+                        if isinstance(item, Mapping):
+                            yield number, item
+                else:
+                    one[member] = reader.value()
+            reader.end()
+            if not graph:
+                yield 1, one
             return
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in bundle.lines(name):
         if not line.strip():
             continue
         try:
