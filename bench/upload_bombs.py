@@ -9,13 +9,23 @@ beside that of an ordinary file of the same kind and the outcome (the refusal, f
 - an ordinary PNG and .docx for the baseline.
 
 And imports (``memory-mcp import``, ``POST /v1/spaces/{key}/import``), each parsed as an import
-parses it (``importers.parse``) in a fresh process, with its time and the RSS it added:
+parses it (``importers.parse``) in a fresh process, with its time, its CPU time, the RSS it added
+and the peak the importer's own accounting held against its memory budget (``importers.budget``):
 
 - a ChatGPT export zip of about 550 KB whose conversations.json holds one message of 100 MB of text
   (inside the archive's 200:1 ratio);
-- a Markdown vault zip whose one note is 100 MB of text.
+- a Markdown vault zip whose one note is 100 MB of text;
+- a valid ChatGPT export zip of about 50 MB of generated conversations (``bench.import_formats``);
+- a mem0 ``memories.json`` whose top level is one list of about 50 MB (40,000 memories with their
+  metadata).
 
-The builders are shared with the tests (``tests/server/test_hardening_v3.py``).
+``--before REF`` parses each import a second time with the importers of the git revision REF (the
+rest of the code as it is now), so that a change to them shows its before and after in one run:
+
+    python -m bench.upload_bombs                               # every case
+    python -m bench.upload_bombs --imports-only --before HEAD~3
+
+The builders are shared with the tests (``tests/server/test_hardening_v4.py``).
 """
 
 from __future__ import annotations
@@ -23,11 +33,14 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import random
+import shutil
 import string
 import struct
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 import zlib
@@ -143,11 +156,52 @@ def markdown_import_bomb(text_bytes: int = 100_000_000) -> bytes:
     return out.getvalue()
 
 
+def chatgpt_export(text_bytes: int = 50_000_000) -> bytes:
+    """A valid ChatGPT export zip: generated conversations of three user turns each, about
+    ``text_bytes`` of conversations.json in all."""
+    from bench.import_formats import conversation
+
+    rng = random.Random(0)
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open(_deflated("conversations.json"), "w", force_zip64=True) as member,
+    ):
+        member.write(b"[")
+        written, index = 1, 0
+        while written < text_bytes:
+            item = (b"," if index else b"") + json.dumps(conversation(index, 3, rng)).encode()
+            member.write(item)
+            written += len(item)
+            index += 1
+        member.write(b"]")
+    return out.getvalue()
+
+
+def mem0_list(count: int = 40_000) -> bytes:
+    """mem0's ``get_all`` as one top-level list: ``count`` memories of 100 owners, each with about
+    1 KB of metadata (which the import leaves out)."""
+    rng = random.Random(1)
+    words = ["prefers", "tea", "mornings", "trains", "to", "Porto", "weekly", "review", "of", "budget"]
+    items = [
+        {
+            "id": f"m{i:06d}",
+            "memory": f"Memory {i}: " + " ".join(rng.choice(words) for _ in range(12)),
+            "user_id": f"user-{i % 100}",
+            "categories": ["preferences"],
+            "metadata": {"source": "chat", "context": " ".join(rng.choice(words) for _ in range(160))},
+            "created_at": f"2024-07-{1 + i % 28:02d}T10:00:00+00:00",
+        }
+        for i in range(count)
+    ]
+    return json.dumps(items).encode()
+
+
 _MEASURE_IMPORT = """
 import json, sys, time
 from pathlib import Path
 from memory_mcp.store import importers
-from memory_mcp.store.errors import ValidationError
+from memory_mcp.store.errors import StoreError
 def status_kib(field):
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -155,24 +209,68 @@ def status_kib(field):
 path, fmt = Path(sys.argv[1]), sys.argv[2]
 before = status_kib("VmRSS")  # the peak is measured from here: what the import itself added
 started, cpu = time.perf_counter(), time.process_time()
+held = None
 try:
     parsed = importers.parse(fmt, path)
-    outcome = f"{len(parsed.entries)} records; skipped: {[str(s) for s in parsed.skipped]}"
-except ValidationError as exc:
-    outcome = f"refused: {exc.message}"
+    held = getattr(parsed, "cost", None) and parsed.cost.peak_bytes
+    outcome = f"{len(parsed.entries)} records, {len(parsed.skipped)} skipped"
+except StoreError as exc:
+    outcome = f"refused: {exc}"
 seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
 peak = status_kib("VmHWM")
-print(json.dumps({"outcome": outcome, "seconds": seconds, "cpu_s": cpu, "added_mib": (peak - before) / 1024}))
+print(json.dumps({"outcome": outcome, "seconds": seconds, "cpu_s": cpu, "added_mib": (peak - before) / 1024,
+                  "held_mib": held / 2**20 if held else None}))
 """
 
 
-def measure_import(path: Path, fmt: str) -> dict[str, object]:
-    """Parse the import at `path` in a fresh process: its outcome, time and the RSS it added."""
+def measure_import(path: Path, fmt: str, code: Path | None = None) -> dict[str, object]:
+    """Parse the import at `path` in a fresh process: its outcome, time, CPU time, the RSS it added
+    and the peak its own accounting held; with the store package at `code` when given."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")])
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE_IMPORT, str(path), fmt], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _MEASURE_IMPORT, str(path), fmt],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def store_with_importers_of(revision: str, folder: Path) -> Path:
+    """A copy of the store package as it is now, with its importers as they were at `revision`."""
+    import memory_mcp.store
+
+    source = Path(memory_mcp.store.__file__).parent
+    target = folder / "code"
+    shutil.copytree(source, target / "memory_mcp" / "store")
+    importers = target / "memory_mcp" / "store" / "importers"
+    shutil.rmtree(importers)
+    importers.mkdir()
+    listed = subprocess.run(
+        ["git", "archive", revision, "store/src/memory_mcp/store/importers"],
+        capture_output=True,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    with tarfile.open(fileobj=io.BytesIO(listed.stdout)) as archive:
+        for member in archive.getmembers():
+            if member.isfile():
+                data = archive.extractfile(member)
+                assert data is not None
+                (importers / Path(member.name).name).write_bytes(data.read())
+    return target
+
+
+def _import_row(name: str, size: int, result: dict[str, object]) -> str:
+    held = f", held {result['held_mib']:,.0f} MiB by its own count" if result["held_mib"] is not None else ""
+    return (
+        f"{name:46} {size / 1024:9,.0f} KB  {result['seconds']:6.2f} s ({result['cpu_s']:.2f} s CPU), "
+        f"+{result['added_mib']:,.0f} MiB RSS{held}  {result['outcome']}"
+    )
 
 
 _MEASURE = """
@@ -204,8 +302,12 @@ def measure(path: Path, media_type: str) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.parse_args()
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--imports-only", action="store_true", help="Only the imports, not the uploads")
+    parser.add_argument("--before", metavar="REF", help="Also parse each import with the importers of REF")
+    args = parser.parse_args()
     docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
     cases = [
         ("ordinary PNG", ordinary_png, "image/png"),
@@ -214,7 +316,7 @@ def main() -> None:
         (".docx, document.dat inflating to 1 GiB", docx_bomb, docx_type),
     ]
     with tempfile.TemporaryDirectory() as folder:
-        for name, build, media_type in cases:
+        for name, build, media_type in [] if args.imports_only else cases:
             data = build()
             path = Path(folder) / "upload"
             path.write_bytes(data)
@@ -224,19 +326,24 @@ def main() -> None:
                 f"(+{result['added_mib']:,.0f} MiB while extracting; OCR process {result['ocr_mib']:,.0f} MiB)  "
                 f"{result['outcome']}"
             )
+        before = store_with_importers_of(args.before, Path(folder)) if args.before else None
         imports = [
             ("ChatGPT zip, one 100 MB message", chatgpt_import_bomb, "chatgpt", "export.zip"),
             ("Markdown zip, one 100 MB note", markdown_import_bomb, "markdown", "vault.zip"),
+            ("ChatGPT zip, 50 MB of conversations", chatgpt_export, "chatgpt", "export.zip"),
+            ("mem0 memories.json, one 50 MB list", mem0_list, "mem0", "memories.json"),
         ]
         for name, build_import, fmt, file_name in imports:
             data = build_import()
             path = Path(folder) / file_name
             path.write_bytes(data)
-            result = measure_import(path, fmt)
-            print(
-                f"{name:40} {len(data) / 1024:9,.0f} KB  {result['seconds']:5.2f} s "
-                f"({result['cpu_s']:.2f} s CPU), +{result['added_mib']:,.0f} MiB RSS  {result['outcome']}"
-            )
+            print(_import_row(name, len(data), measure_import(path, fmt)), flush=True)
+            if before is not None:
+                print(
+                    _import_row(
+                        f"  with the importers of {args.before}", len(data), measure_import(path, fmt, before)
+                    )
+                )
 
 
 if __name__ == "__main__":
