@@ -392,7 +392,7 @@ def create_app(
     )
     app.add_middleware(Challenge, settings=settings)
     app.add_middleware(
-        AuthThrottle, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
+        AuthThrottle, db=db, limit=settings.auth_failure_limit, window_s=settings.auth_failure_window_s
     )
     app.add_middleware(UploadCors)  # widgets post files from the host's origin
     app.add_middleware(ErrorBoundary)
