@@ -67,14 +67,17 @@ async def test_answers_drop_weak_results_keep_a_budget_and_show_passages(docs_se
         # The lines are in the order of the scores (in the structured content), best first; the
         # text spends no tokens on the numbers.
         roomy_text = roomy.content[0].text  # type: ignore[union-attr]
-        shown = re.findall(r"^([0-9a-f]{8}) ", roomy_text, re.M)
+        shown = re.findall(r"^([0-9a-f]{4,8}) ", roomy_text, re.M)
         results = roomy.structured_content["results"]
         scores = [r["score"] for r in results]
         assert len(shown) > 2 and scores == sorted(scores, reverse=True)
-        assert shown == [r["id"][:8] for r in results]
-        assert "(best first; id > text" in roomy_text and not re.search(
-            r"^[0-9a-f]{8} \.\d\d ", roomy_text, re.M
+        # Each line's id is the shortest prefix of the memory's id that no other memory shares.
+        assert shown == [r["shortId"] for r in results] and all(
+            r["id"].startswith(r["shortId"]) for r in results
         )
+        assert len(set(shown)) == len(shown)
+        assert ", best first" in roomy_text and "not instructions" in roomy_text.splitlines()[0]
+        assert not re.search(r"^[0-9a-f]{4,8} \.\d\d ", roomy_text, re.M)
         # A document is named once; its later pieces do not repeat it.
         assert roomy_text.count("[doc ") <= 2 < len(shown)
         assert "maxTokens: must be at least 200" in await s.error("search_memory", query="x", maxTokens=10)

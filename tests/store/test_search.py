@@ -106,7 +106,7 @@ async def test_full_text_search_matches_words_and_splits_codes_like_the_stored_t
     result = await find(db, ctx, None, "What do we know about INC-61839?")
     assert result.modes == ("fulltext",)
     assert result.hits[0].memory.id == incident.id  # both ids share 'inc'; only one holds '-61839'
-    assert await find(db, ctx, None, "what is the") == search.SearchResult([], ("fulltext",))
+    assert await find(db, ctx, None, "what is the") == search.SearchResult([], ("fulltext",), intent="fact")
 
 
 async def test_keyword_finds_codes_and_partial_words_literally(db: Database, embedder: Embedder) -> None:

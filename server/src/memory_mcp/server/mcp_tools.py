@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -21,6 +21,8 @@ from .mcp_calls import ContainerTag, Limit, Page, call, caller_of
 from .mcp_server import MemoryMCPServer
 from .schemas import (
     PROVENANCE_NOTICE,
+    SINCE,
+    UNTIL,
     AddOut,
     DocumentDetailOut,
     DocumentsOut,
@@ -89,12 +91,14 @@ def build_mcp(service: MemoryService, origin: str) -> MCPServer:
                 le=validation.MAX_ANSWER_TOKENS,
             ),
         ] = validation.DEFAULT_ANSWER_TOKENS,
+        since: Annotated[date | None, Field(description=SINCE)] = None,
+        until: Annotated[date | None, Field(description=UNTIL)] = None,
     ) -> Annotated[CallToolResult, SearchOut]:
         return await call(
             "search_memory",
             service,
             lambda c: service.search(
-                c, query, keyword, category, includeProfile, containerTag, limit, maxTokens
+                c, query, keyword, category, includeProfile, containerTag, limit, maxTokens, since, until
             ),
             render.search,
         )

@@ -6,7 +6,7 @@ repeats the request back, and bad input is a 4xx, never a 500.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
@@ -31,6 +31,8 @@ from .rest_common import (
     Tag,
 )
 from .schemas import (
+    SINCE,
+    UNTIL,
     AddOut,
     DocumentDetailOut,
     DocumentsOut,
@@ -211,16 +213,20 @@ def build_router(service: MemoryService) -> APIRouter:
         maxTokens: Annotated[
             int, Query(ge=validation.MIN_ANSWER_TOKENS, le=validation.MAX_ANSWER_TOKENS)
         ] = validation.DEFAULT_ANSWER_TOKENS,
+        since: Annotated[date | None, Query(description=SINCE)] = None,
+        until: Annotated[date | None, Query(description=UNTIL)] = None,
     ) -> SearchOut:
         """Search memories.
 
         `query` searches by meaning and words (hybrid), `keyword` matches a literal substring, `category`
         filters; at least one is needed. With `includeProfile` the answer adds the space's profile
         (stable facts and recent memories). Results are in score order; those under the relevance
-        floor are dropped, and those beyond the `maxTokens` budget are counted in `more`.
+        floor are dropped, and those beyond the `maxTokens` budget are counted in `more`. `since` and
+        `until` keep the memories whose time (the dates they mention, else the day they were saved)
+        overlaps that range of days.
         """
         return await service.search(
-            c, query, keyword, category, includeProfile, containerTag, limit, maxTokens
+            c, query, keyword, category, includeProfile, containerTag, limit, maxTokens, since, until
         )
 
     @router.get("/documents", response_model=DocumentsOut, response_model_exclude_none=True)
@@ -240,7 +246,7 @@ def build_router(service: MemoryService) -> APIRouter:
     async def document(document_id: str, c: Auth, page: PageQ = 1) -> DocumentDetailOut:
         """One document: metadata, summary and content.
 
-        The content comes in pages (`page`); `documentId` may be a full id or its 8-character short id,
+        The content comes in pages (`page`); `documentId` may be a full id or its short id (4 to 8 characters),
         or the id or short id of a memory (its source document).
         """
         return await service.get_document(c, document_id, page)

@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Literal
 
 from memory_mcp.core import metrics
@@ -209,9 +209,12 @@ class MemoryService:
         container_tag: str | None = None,
         limit: int = 10,
         max_tokens: int = validation.DEFAULT_ANSWER_TOKENS,
+        since: date | None = None,
+        until: date | None = None,
     ) -> SearchOut:
         """Ranked memories above the relevance floor, as many as ``max_tokens`` holds (the rest
-        counted in ``more``), long pieces by their matching passage, and the profile."""
+        counted in ``more``), long pieces by their matching passage, and the profile; with ``since``
+        and/or ``until``, only memories whose time overlaps those days."""
         ctx = identity.resolve_space(caller, container_tag)
         max_tokens = validation.answer_tokens(max_tokens)
         # Checked before the query is embedded (the store checks the same again).
@@ -220,6 +223,7 @@ class MemoryService:
         category = validation.category(category)
         if query is None and keyword is None and category is None:
             raise ValidationError("query", "give at least one of query, keyword or category")
+        since, until = validation.time_range(since, until)
         vector, fallback = None, None
         if query is not None:
             vector, reason = await self._embed(query, query=True)
@@ -238,6 +242,8 @@ class MemoryService:
             fallback,
             static_embedding=self._static_vector(query) if query is not None else None,
             word_matches=None if self.static is None else self.static.soft_matches,
+            since=since,
+            until=until,
         )
         for mode in result.modes:
             metrics.SEARCHES.labels(mode=mode).inc()
@@ -268,6 +274,7 @@ class MemoryService:
         found = lean.passage(h.memory.content, query, keyword) if source is not None else None
         return SearchHitOut(
             id=str(h.memory.id),
+            shortId=h.ref,
             content=found.text if found else h.memory.content,
             similarity=h.similarity,
             score=h.score,

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from . import jobs, validation
+from . import dates, jobs, validation
 from .audit import record
 from .chunking import Piece
 from .db import Database, HalfVector
@@ -369,6 +369,7 @@ async def _insert_memories(
             "ss": piece.start_s,
             "es": piece.end_s,
             "review": "proposed" if review else None,
+            **dates.columns(piece.text),
         }
         for piece, vector, static in zip(contents.pieces, contents.vectors, statics, strict=True)
     ]
@@ -377,8 +378,8 @@ async def _insert_memories(
             text(
                 "INSERT INTO memories (space_id, document_id, content, content_hash, category, embedding, "
                 "static_embedding, created_by_user_id, updated_by_user_id, char_start, char_end, page, "
-                "start_s, end_s) VALUES (:s, :d, :c, :h, :cat, CAST(:e AS halfvec), CAST(:se AS halfvec), "
-                ":u, :u, :cs, :ce, :p, :ss, :es) "
+                "start_s, end_s, happened_from, happened_to) VALUES (:s, :d, :c, :h, :cat, CAST(:e AS halfvec), "
+                "CAST(:se AS halfvec), :u, :u, :cs, :ce, :p, :ss, :es, :hf, :ht) "
                 "ON CONFLICT (space_id, content_hash) WHERE is_latest AND forgotten_at IS NULL DO NOTHING"
             ),
             rows,
@@ -388,9 +389,9 @@ async def _insert_memories(
             text(
                 "INSERT INTO memories (space_id, document_id, content, content_hash, category, embedding, "
                 "static_embedding, created_by_user_id, updated_by_user_id, char_start, char_end, page, "
-                "start_s, end_s, is_latest, review) "
+                "start_s, end_s, happened_from, happened_to, is_latest, review) "
                 "SELECT :s, :d, :c, :h, :cat, CAST(:e AS halfvec), CAST(:se AS halfvec), :u, :u, :cs, :ce, "
-                ":p, :ss, :es, false, :review "
+                ":p, :ss, :es, :hf, :ht, false, :review "
                 "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.space_id = :s AND m.content_hash = :h "
                 "AND m.is_latest AND m.forgotten_at IS NULL) "
                 "ON CONFLICT (space_id, content_hash) WHERE review = 'proposed' DO NOTHING"

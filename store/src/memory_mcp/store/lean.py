@@ -22,10 +22,11 @@ RELATIVE_FLOOR = 0.4
 # A piece of a document longer than this (characters) is shown by its best passage of about this
 # length; the whole piece stays one getDocument away. Saved memories are always shown whole.
 PASSAGE_CHARS = 480
-# What one result line costs beyond its text (short id, score, markers, a byline when authors
-# differ), and an answer's notice and header, in tokens (cl100k on LoCoMo answers: see the test).
-LINE_TOKENS = 14
-HEADER_TOKENS = 40
+# What one result line costs beyond its text, in cl100k tokens: its short id (2.6 for 4 digits, 4.9
+# for 8), the space and newline, a mark or two and, when authors differ, a byline (about 8); and
+# what an answer's lead line costs (about 31 on LoCoMo answers). Estimates for the budget only.
+LINE_TOKENS = 10
+HEADER_TOKENS = 32
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w+")

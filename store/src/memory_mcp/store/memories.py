@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from . import validation
+from . import dates, validation
 from .audit import record
 from .db import Database, HalfVector
 from .errors import AccessDenied, Conflict, NotFound, QuotaExceeded, SecretRefused, ValidationError
@@ -181,7 +181,11 @@ def _title_of(content: str) -> str:
 
 
 SHORT_ID_LEN = 8  # the id form the tools print: the first group of the UUID's hex digits
-_SHORT_ID = re.compile(r"[0-9a-f]{8}")
+# Search answers print a memory by the shortest prefix of its id, from this many hex digits, that no
+# other memory of the space shares (``search.search_memories``): ids are most of what an answer line
+# costs beyond its text (cl100k: 2.6 tokens for 4 digits, 4.9 for 8). Every tool takes 4 to 8 digits.
+MIN_SHORT_ID_LEN = 4
+_SHORT_ID = re.compile(rf"[0-9a-f]{{{MIN_SHORT_ID_LEN},{SHORT_ID_LEN}}}")
 
 
 def short_id(value: uuid.UUID | str) -> str:
@@ -194,7 +198,7 @@ def id_range(value: str) -> tuple[uuid.UUID, uuid.UUID] | None:
     value = value.strip().lower()
     if not _SHORT_ID.fullmatch(value):
         return None
-    return uuid.UUID(value + "0" * 24), uuid.UUID(value + "f" * 24)
+    return uuid.UUID(value.ljust(32, "0")), uuid.UUID(value.ljust(32, "f"))
 
 
 # A save proposed under Review and not yet decided (not live: ``is_latest`` is false until accepted).
@@ -238,9 +242,9 @@ _INSERT_SQL = """
     )
     INSERT INTO memories (space_id, document_id, content, content_hash, category, version, supersedes_id,
                           embedding, static_embedding, created_by_user_id, updated_by_user_id,
-                          is_latest, review, expires_at)
+                          is_latest, review, expires_at, happened_from, happened_to)
     SELECT :s, d.id, :c, :h, :cat, :v, :sup, CAST(:e AS halfvec), CAST(:se AS halfvec), :u, :u,
-           CAST(:review AS text) IS NULL, :review, :exp FROM d
+           CAST(:review AS text) IS NULL, :review, :exp, :hf, :ht FROM d
     RETURNING id
 """
 
@@ -393,6 +397,7 @@ async def save_memory(
                         "se": HalfVector(static_embedding) if static_embedding is not None else None,
                         "review": "proposed" if review else None,
                         "exp": expires_at,
+                        **dates.columns(content),
                     },
                 )
             ).scalar_one()
@@ -647,7 +652,7 @@ async def forget_memory(
         if memory_id is not None:
             targets = await _by_id(conn, space_id, str(memory_id))
             if targets is None:
-                raise ValidationError("memoryId", "must be a memory id or its 8-character short id")
+                raise ValidationError("memoryId", "must be a memory id or its short id (4 to 8 characters)")
             if not targets:
                 raise NotFound("memory", str(memory_id))
         else:
@@ -829,7 +834,7 @@ async def find_memory(db: Database, ctx: SpaceContext, memory_id: str | uuid.UUI
     async with db.transaction([ctx.space.id]) as conn:
         found = await _by_id(conn, ctx.space.id, str(memory_id))
     if found is None:
-        raise ValidationError("memoryId", "must be a memory id or its 8-character short id")
+        raise ValidationError("memoryId", "must be a memory id or its short id (4 to 8 characters)")
     live = [m for m in found if m.forgotten_at is None]
     if not live:
         raise NotFound("memory", str(memory_id))

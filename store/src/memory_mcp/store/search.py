@@ -11,6 +11,7 @@ bench.scale`` (latency); docs/performance.md has the figures.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import uuid
@@ -22,10 +23,11 @@ import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 
-from . import validation
+from . import dates, validation
+from . import intent as intents
 from .db import Database, HalfVector, NativeStatement
 from .errors import ValidationError
-from .memories import LIVE, MEMORY_SELECT, memory_from_row
+from .memories import LIVE, MEMORY_SELECT, MIN_SHORT_ID_LEN, SHORT_ID_LEN, memory_from_row
 from .models import Memory, SpaceContext
 
 # Words that carry no meaning for full-text ranking in English, German and Italian questions. The
@@ -174,11 +176,49 @@ class SearchParams:
     # as context for its neighbours (the answer after it). LoCoMo dev hit@1 0.451 -> 0.462 beside
     # the soft match; 0.05-0.1 measured alike, 0.2 lost a point, 0.3 two; the guard the same.
     question_penalty: float = 0.1
+    # Weights by what the question asks (``intent.classify``): each kind's values replace the ones
+    # above for that kind's questions, written ``kind:field=value,...`` (or ``&`` between fields)
+    # and separated by ``;`` (``temporal:lexical_weight=0.9; several:candidates=100``). Measured on LoCoMo dev and the
+    # generated benchmark (docs/performance.md, "Recall v4"). ``intent_aware`` off: one blend.
+    intent_aware: bool = True
+    by_intent: str = ""
+    # A question that names a time ("in May 2023", "last week") adds ``time_weight`` to the memories
+    # whose time (``dates.memory_time``, else the day they were saved) falls in it.
+    time_weight: float = 0.1
     # Off only to measure semantic search on its own (bench/retrieval.py compares the modes).
     fulltext: bool = True
     static: bool = True
     context: bool = True
     soft: bool = True
+
+    def for_intent(self, kind: intents.Intent) -> SearchParams:
+        """These parameters as a question of ``kind`` uses them."""
+        changes = _intent_changes(self.by_intent).get(kind) if self.intent_aware else None
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+@functools.lru_cache(maxsize=16)
+def _intent_changes(spec: str) -> dict[str, dict[str, Any]]:
+    """``SearchParams.by_intent`` read: per kind, the fields it changes (of the fields' own types)."""
+    types = {f.name: str(f.type) for f in dataclasses.fields(SearchParams)}
+    casts: dict[str, Callable[[str], Any]] = {
+        "int": int,
+        "float": float,
+        "bool": lambda v: v.strip().lower() in ("1", "true"),
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        kind, _, pairs = part.partition(":")
+        if kind.strip() not in intents.INTENTS:
+            raise ValueError(f"by_intent: unknown kind {kind!r}")
+        for pair in filter(None, (p.strip() for p in pairs.replace("&", ",").split(","))):
+            name, _, value = pair.partition("=")
+            name = name.strip()
+            cast = casts.get(types.get(name, ""))
+            if cast is None:
+                raise ValueError(f"by_intent: {name!r} is not a numeric search parameter")
+            out.setdefault(kind.strip(), {})[name] = cast(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -188,6 +228,7 @@ class SearchHit:
     modes: tuple[str, ...]  # which of semantic / fulltext / keyword / category matched
     similarity: float | None = None
     matching: bool = True  # above the relevance floor (see SearchParams.min_similarity)
+    ref: str | None = None  # the shortest short id no other memory of the space shares
 
 
 @dataclass(frozen=True)
@@ -195,10 +236,19 @@ class SearchResult:
     hits: list[SearchHit]
     modes: tuple[str, ...]
     fallback: str | None = None  # why a mode was skipped, e.g. the embedder being down
+    intent: intents.Intent | None = None  # what the question was read as asking (``intent.classify``)
 
     @property
     def matching(self) -> int:
         return sum(h.matching for h in self.hits)
+
+
+# A memory's time overlaps the days from ``lo`` to ``hi``: its own span (migration 0018), else the day
+# it was saved.
+_IN_TIME = (
+    "coalesce(m.happened_to, CAST(m.created_at AS date)) >= {lo}"
+    " AND coalesce(m.happened_from, CAST(m.created_at AS date)) <= {hi}"
+)
 
 
 def like_pattern(keyword: str) -> str:
@@ -219,13 +269,19 @@ async def search_memories(
     fallback: str | None = None,
     static_embedding: Sequence[float] | None = None,
     word_matches: WordMatches | None = None,
+    since: datetime.date | None = None,
+    until: datetime.date | None = None,
+    today: datetime.date | None = None,
 ) -> SearchResult:
     """Rank the space's live memories for a question, a literal keyword and/or a category.
 
     Pass ``query_embedding`` for semantic recall; without it (the embedder being down) the query is
     answered by full text alone and ``fallback`` says why. ``static_embedding`` is the query's
     vector in the static model's space, the third signal; ``word_matches`` (the static model's
-    :meth:`best_matches`) adds the soft word match beside it. Results come back in score order.
+    :meth:`best_matches`) adds the soft word match beside it. ``since`` and ``until`` (days, both
+    included) keep the memories whose time overlaps them: the span of the dates the memory mentions,
+    else the day it was saved (``dates``). A question's own dates are read from ``today`` (UTC by
+    default). Results come back in score order.
     """
     params = params or SearchParams()
     query = validation.optional_text(query, "query", validation.MAX_QUERY)
@@ -234,9 +290,16 @@ async def search_memories(
     if query is None and keyword is None and category is None:
         raise ValidationError("query", "give at least one of query, keyword or category")
     limit = validation.result_limit(limit)
+    since, until = validation.time_range(since, until)
+    kind = intents.classify(query) if query is not None else None
+    if kind is not None:
+        params = params.for_intent(kind)
 
     filters = [f"m.space_id = %(s)s AND {LIVE}"]
     bind: dict[str, Any] = {"s": ctx.space.id, "k": params.candidates}
+    if since is not None or until is not None:
+        filters.append(_IN_TIME.format(lo="%(since)s", hi="%(until)s"))
+        bind.update(since=since or datetime.date.min, until=until or datetime.date.max)
     filter_modes: list[str] = []
     if keyword is not None:
         filters.append("m.content ILIKE %(kw)s")
@@ -246,7 +309,8 @@ async def search_memories(
         filters.append("m.category = %(cat)s")
         bind["cat"] = category
         filter_modes.append("category")
-    if filter_modes:
+    filtered = bool(filter_modes) or since is not None or until is not None
+    if filtered:
         bind["exact_below"] = params.exact_below
     where = " AND ".join(filters)
 
@@ -263,6 +327,16 @@ async def search_memories(
     static = query is not None and static_embedding is not None and params.static
     if static:
         bind["se"] = HalfVector(static_embedding)  # type: ignore[arg-type]
+    # The time a question names ("in May 2023") adds to the memories of that time; its date words
+    # stay among the full-text words, which match memories that write the date the same way (LoCoMo
+    # dev lost a point of hit@10 with them left out).
+    asked = None
+    if query is not None and params.time_weight > 0:
+        asked, _ = dates.query_time(query, today or datetime.datetime.now(datetime.UTC).date())
+    timed = asked is not None and (semantic or lexical)
+    if timed:
+        assert asked is not None
+        bind.update(qfrom=asked.start, qto=asked.end, timew=params.time_weight)
     if lexical:
         lists.append("fulltext")
         bind.update(
@@ -293,9 +367,7 @@ async def search_memories(
     )
     soft = static and "fulltext" in lists and params.soft and params.soft_weight > 0
     context = (semantic or lexical) and params.context and params.context_weight > 0
-    statement = _search_sql(
-        tuple(lists), where, bool(filter_modes), keyword is not None, static, context, soft
-    )
+    statement = _search_sql(tuple(lists), where, filtered, keyword is not None, static, context, soft, timed)
     async with (
         db.driver_transaction([ctx.space.id], settings=hnsw) as pg,
         psycopg.AsyncRawCursor(pg, row_factory=namedtuple_row) as cur,
@@ -314,7 +386,7 @@ async def search_memories(
     # A memory removed between the two statements (its space deleted) is left out.
     hits = [_hit(c, score, rows[c.id], filter_modes, params, semantic) for c, score in ranked if c.id in rows]
     modes = tuple(m for m in lists if m != "filter") + tuple(filter_modes)
-    return SearchResult(hits=hits, modes=modes, fallback=fallback)
+    return SearchResult(hits=hits, modes=modes, fallback=fallback, intent=kind)
 
 
 def _hit(
@@ -339,6 +411,7 @@ def _hit(
         modes=modes + tuple(filter_modes),
         similarity=round(scores.sim, 4) if semantic and scores.sim is not None else None,
         matching=matching,
+        ref=str(row.id)[: row.ref_len],
     )
 
 
@@ -439,7 +512,9 @@ def _neighbours_sql() -> str:
     )
 
 
-def _scored_sql(lists: tuple[str, ...], where: str, keyword: bool, static: bool, context: bool) -> str:
+def _scored_sql(
+    lists: tuple[str, ...], where: str, keyword: bool, static: bool, context: bool, timed: bool
+) -> str:
     """Every candidate of every list with its scores, and its own relevance.
 
     ``similarity`` is the cosine similarity to the query (on the default model's scale), ``lex``
@@ -448,7 +523,8 @@ def _scored_sql(lists: tuple[str, ...], where: str, keyword: bool, static: bool,
     question), ``ssim`` the static embedding's cosine similarity. A memory's own score is
     similarity + ``lexw`` x lex / total (the coverage of the query's weight) + ``staticw`` x ssim.
     ``asks``: the memory ends in a question mark; ``tsv``: its full-text words, which the soft word
-    match reads.
+    match reads. With ``timed`` (the question names a time), a memory whose time falls in it gains
+    ``timew``.
 
     With ``context``, the best candidates' neighbours (``_neighbours_sql``) are scored too and join
     the candidates (``every``); the fusion (``_rank``) adds ``ctxw`` times the best own score of a
@@ -468,15 +544,23 @@ def _scored_sql(lists: tuple[str, ...], where: str, keyword: bool, static: bool,
     closeness = "word_similarity(%(kwraw)s, m.content)" if keyword else "0"
     ssim = "1 - (m.static_embedding <=> CAST(%(se)s AS halfvec))" if static else "CAST(NULL AS float8)"
     in_semantic = "m.id IN (SELECT id FROM semantic)" if "semantic" in lists else "false"
+    in_time = (
+        f"CASE WHEN {_IN_TIME.format(lo='%(qfrom)s', hi='%(qto)s')} THEN %(timew)s ELSE 0 END"
+        if timed
+        else "0"
+    )
     if "semantic" in lists or "fulltext" in lists:
-        relevance = "coalesce(sim, 0) + %(lexw)s * coalesce(lex / nullif(total, 0), 0) + %(staticw)s * coalesce(ssim, 0)"
+        relevance = (
+            "coalesce(sim, 0) + %(lexw)s * coalesce(lex / nullif(total, 0), 0) + %(staticw)s * coalesce(ssim, 0)"
+            + (" + timed" if timed else "")
+        )
     else:
         relevance = "closeness"
 
     def score(source: str, filters: str = "true") -> str:
         return (
             f"SELECT m.id, m.created_at, {similarity} AS sim, {lex} AS lex, {total} AS total,"
-            f" {closeness} AS closeness, {ssim} AS ssim, {in_semantic} AS sem,"
+            f" {closeness} AS closeness, {ssim} AS ssim, {in_semantic} AS sem, {in_time} AS timed,"
             f" right(rtrim(m.content), 1) = '?' AS asks, m.tsv"
             f" FROM ({source}) c JOIN memories m ON m.id = c.id WHERE {filters}"
         )
@@ -493,7 +577,14 @@ def _scored_sql(lists: tuple[str, ...], where: str, keyword: bool, static: bool,
 
 @functools.lru_cache(maxsize=64)
 def _search_sql(
-    lists: tuple[str, ...], where: str, filtered: bool, keyword: bool, static: bool, context: bool, soft: bool
+    lists: tuple[str, ...],
+    where: str,
+    filtered: bool,
+    keyword: bool,
+    static: bool,
+    context: bool,
+    soft: bool,
+    timed: bool,
 ) -> NativeStatement:
     """Every ranked list, and every candidate (with the neighbours of the best, for the context)
     with its scores, its neighbours among the others and, for the soft word match, its words and
@@ -533,7 +624,7 @@ def _search_sql(
         )
     first = "CASE WHEN e.r = 1 THEN {} END"
     sql = " ".join(
-        f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, where, keyword, static, context)},"
+        f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, where, keyword, static, context, timed)},"
         " ranked AS MATERIALIZED (SELECT *, row_number() OVER (ORDER BY own DESC, created_at DESC) AS r FROM every)"
         " SELECT e.r, CAST(e.id AS text) AS id, e.sim, CAST(coalesce(e.lex / nullif(e.total, 0), 0) AS float8) AS cov,"
         f" e.sem, e.own, e.asks, {words} AS words, {near} AS near, {first.format('CAST(e.total AS float8)')} AS total,"
@@ -543,7 +634,27 @@ def _search_sql(
     return NativeStatement.of(sql)
 
 
-_MEMORIES = NativeStatement.of(" ".join(f"{MEMORY_SELECT} WHERE m.id = ANY(CAST(%(ids)s AS uuid[]))".split()))
+def _unique_prefix(digits: int) -> str:
+    """True when no other memory of the space that a short id can name (the latest versions) has an
+    id starting with the same ``digits`` hex digits: one step down the primary key each."""
+    pad = (8 - digits) * "{0}" + "-{0}{0}{0}{0}-{0}{0}{0}{0}-{0}{0}{0}{0}-" + 12 * "{0}"
+    lo, hi = (f"CAST(left(CAST(m.id AS text), {digits}) || '{pad.format(c)}' AS uuid)" for c in "0f")
+    return (
+        "(SELECT count(*) FROM (SELECT 1 FROM memories o WHERE o.space_id = m.space_id AND o.is_latest"
+        f" AND o.id BETWEEN {lo} AND {hi} LIMIT 2) x) = 1"
+    )
+
+
+# The results' memory rows, each with the length of its shortest unique short id (``ref_len``).
+_REF_LEN = (
+    f"CASE WHEN {_unique_prefix(MIN_SHORT_ID_LEN)} THEN {MIN_SHORT_ID_LEN}"
+    f" WHEN {_unique_prefix(6)} THEN 6 ELSE {SHORT_ID_LEN} END AS ref_len"
+)
+_MEMORIES = NativeStatement.of(
+    " ".join(
+        f"{MEMORY_SELECT.replace('SELECT ', f'SELECT {_REF_LEN}, ', 1)} WHERE m.id = ANY(CAST(%(ids)s AS uuid[]))".split()
+    )
+)
 
 
 def _rank(

@@ -26,7 +26,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from . import validation
+from . import dates, validation
 from .audit import record
 from .db import Database, HalfVector
 from .errors import Conflict, QuotaExceeded, SecretRefused, StoreError, ValidationError
@@ -636,6 +636,7 @@ class _Importer:
                         "r": e.status if e.status in ("proposed", "rejected") else None,
                         **{column: e.position.get(column) for column in position},
                         **({"expires_at": e.expires_at} if "expires_at" in position else {}),
+                        **dates.columns(e.content, e.created_at.date() if e.created_at else None),
                     }
                 )
             if docs:
@@ -652,10 +653,10 @@ class _Importer:
                 text(
                     "INSERT INTO memories (id, space_id, document_id, content, content_hash, category, version, "
                     "supersedes_id, is_latest, forgotten_at, embedding, created_by_user_id, updated_by_user_id, "
-                    f"created_at, updated_at{', review' if review else ''}{''.join(', ' + c for c in position)}"
+                    f"happened_from, happened_to, created_at, updated_at{', review' if review else ''}{''.join(', ' + c for c in position)}"
                     f"{', static_embedding' if static_column else ''}) "
                     "VALUES (:id, :s, :d, :c, :h, :cat, :v, :sup, :latest, CAST(:fa AS timestamptz), "
-                    "CAST(:e AS halfvec), :cu, :uu, COALESCE(CAST(:at AS timestamptz), now()), "
+                    "CAST(:e AS halfvec), :cu, :uu, :hf, :ht, COALESCE(CAST(:at AS timestamptz), now()), "
                     "COALESCE(CAST(:up AS timestamptz), now())"
                     f"{', :r' if review else ''}{''.join(', :' + c for c in position)}"
                     f"{', CAST(:se AS halfvec)' if static_column else ''})"

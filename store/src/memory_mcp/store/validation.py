@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Literal, get_args
 
 from .errors import ValidationError
@@ -24,7 +24,7 @@ MAX_CONTENT = 2000  # one memory (the text of add_memory and of a forget request
 # A forget by text shorter than this acts only on an exact text or an id: a word or two names a
 # topic, not one memory (a forget of "deploys" forgot a memory that mentioned deploys).
 MIN_FORGET_WORDS = 3
-# The id forms add_memory's memoryId takes: a UUID, or the 8-character short id the tools print.
+# The id forms add_memory's memoryId takes: a UUID, or a short id the tools print (4 to 8 characters).
 MAX_MEMORY_ID = 36
 # add_memory's idempotencyKey: a repeat by the same key-holder within the window returns the first
 # save's result (a retry after a timeout stores nothing twice).
@@ -278,3 +278,26 @@ def expires_at(value: datetime | None, field: str = "expiresAt") -> datetime | N
     if value <= datetime.now(UTC):
         raise ValidationError(field, "must be in the future")
     return value
+
+
+def _day(value: object, field: str) -> date | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.strip()).date()
+        except ValueError:
+            pass
+    raise ValidationError(field, "must be a date (YYYY-MM-DD) or a date and time (ISO 8601)")
+
+
+def time_range(since: object, until: object) -> tuple[date | None, date | None]:
+    """A search's time range: days (a date and time counts by its day), both included, either open."""
+    first, last = _day(since, "since"), _day(until, "until")
+    if first is not None and last is not None and last < first:
+        raise ValidationError("until", "must not be before since")
+    return first, last
