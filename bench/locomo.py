@@ -43,6 +43,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import re
 import statistics
 import subprocess
@@ -66,7 +67,7 @@ from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import Embedder, make_embedder
 from memory_mcp.embedder.static import StaticModel, load_static_model
 from memory_mcp.store import documents as docs
-from memory_mcp.store import extractors, memories, pipeline, search
+from memory_mcp.store import extractors, intent, memories, pipeline, search
 from memory_mcp.store.db import Database
 from memory_mcp.store.documents import Contents
 from memory_mcp.store.extractors.base import no_progress
@@ -194,6 +195,11 @@ class Scores:
 
         return _mean(rr(r, ev) for r, ev in zip(self.ranked, self.evidence, strict=True))
 
+    def all_found(self, k: int = K) -> float:
+        """Share of questions whose every evidence turn is in the top ``k`` (several-turn questions
+        need them all)."""
+        return _mean(ev <= set(r[:k]) for r, ev in zip(self.ranked, self.evidence, strict=True))
+
     def session_hit(self) -> float:
         def one(r: list[str], ev: frozenset[str], sessions: dict[str, int]) -> bool:
             wanted = {sessions[d] for d in ev}
@@ -204,7 +210,7 @@ class Scores:
     def row(self) -> str:
         return (
             f"{self.name:<34}{len(self.ranked):>6}{self.hit(1):>8.3f}{self.hit(5):>8.3f}{self.hit(10):>8.3f}"
-            f"{self.recall():>8.3f}{self.mrr():>8.3f}{self.session_hit():>9.3f}"
+            f"{self.recall():>8.3f}{self.all_found():>8.3f}{self.mrr():>8.3f}{self.session_hit():>9.3f}"
         )
 
 
@@ -213,7 +219,10 @@ def _mean(values: Any) -> float:
     return sum(items) / len(items) if items else 0.0
 
 
-HEADER = f"{'system':<34}{'n':>6}{'hit@1':>8}{'hit@5':>8}{'hit@10':>8}{'R@10':>8}{'MRR@10':>8}{'sess@10':>9}"
+HEADER = (
+    f"{'system':<34}{'n':>6}{'hit@1':>8}{'hit@5':>8}{'hit@10':>8}{'R@10':>8}{'all@10':>8}{'MRR@10':>8}"
+    f"{'sess@10':>9}"
+)
 
 
 def tokenizer() -> Any:
@@ -645,7 +654,8 @@ def select(conversations: list[Conversation], split: str, first: int) -> list[Co
 async def run(
     args: argparse.Namespace, conversations: list[Conversation], server: tuple[str, str] | None
 ) -> None:
-    settings = Settings(embedder="local")
+    # A busy machine embeds a batch slower than a server waits for one: the bench waits.
+    settings = Settings(embedder="local", embedder_timeout_s=600)
     print(f"machine: {machine()}")
     print(
         f"LoCoMo {args.split}: {len(conversations)} conversations "
@@ -675,8 +685,76 @@ async def run(
     asked = [(c.sample_id, q) for c in conversations for q in c.questions]
     if args.by_category:
         breakdown(all_scores, "category", [f"category {q.category}" for _, q in asked])
+    if args.by_intent:
+        breakdown(all_scores, "intent", [f"intent {intent.classify(q.text)}" for _, q in asked])
     if args.by_conversation:
         breakdown(all_scores, "conversation", [sample_id for sample_id, _ in asked])
+    if args.questions:
+        write_questions(args.questions, asked, all_scores)
+        print(f"\nper-question results written to {args.questions}")
+    if args.compare:
+        paired(args.compare, asked, all_scores)
+
+
+def _first_hit(ranked: Sequence[str], evidence: frozenset[str]) -> int | None:
+    return next((n + 1 for n, d in enumerate(ranked) if d in evidence), None)
+
+
+def write_questions(path: Path, asked: Sequence[tuple[str, Question]], all_scores: Sequence[Scores]) -> None:
+    """One JSON line per question: its category, intent and evidence, and per system the ids of its
+    top k and the rank of the first evidence turn among them (null: none)."""
+    with path.open("w") as out:
+        for n, (sample_id, q) in enumerate(asked):
+            systems = {
+                s.name: {"ranked": s.ranked[n], "first": _first_hit(s.ranked[n], q.evidence)}
+                for s in all_scores
+            }
+            line = {
+                "conversation": sample_id,
+                "question": q.text,
+                "category": q.category,
+                "intent": intent.classify(q.text),
+                "evidence": sorted(q.evidence),
+                "systems": systems,
+            }
+            out.write(json.dumps(line) + "\n")
+
+
+def paired(spec: str, asked: Sequence[tuple[str, Question]], all_scores: Sequence[Scores]) -> None:
+    """Each system against the same system's answers in an earlier per-question file (``FILE``), or
+    every system against one system of it (``FILE:SYSTEM``): on the same questions, how many only
+    the new ranking finds in the top 1 and 10, how many only the old one, and the exact two-sided
+    sign (McNemar) test of the difference."""
+    path, _, against = spec.partition(":")
+    before: dict[tuple[str, str], dict[str, Any]] = {}
+    for raw in Path(path).expanduser().read_text().splitlines():
+        line = json.loads(raw)
+        before[(line["conversation"], line["question"])] = line["systems"]
+    print(f"\npaired against {spec} (same questions; new-only / old-only; p: exact sign test)")
+    for scores in all_scores:
+        name = against or scores.name
+        pairs = [
+            (_first_hit(scores.ranked[n], q.evidence), before[(sid, q.text)][name]["first"])
+            for n, (sid, q) in enumerate(asked)
+            if name in before.get((sid, q.text), {})
+        ]
+        if not pairs:
+            continue
+        cells = []
+        for k in (1, 10):
+            new = sum(1 for a, b in pairs if a is not None and a <= k and (b is None or b > k))
+            old = sum(1 for a, b in pairs if b is not None and b <= k and (a is None or a > k))
+            cells.append(f"hit@{k} +{new} -{old} (p {_sign_test(new, old):.3f})")
+        print(f"  {scores.name:<34} n {len(pairs)}: " + "; ".join(cells))
+
+
+def _sign_test(a: int, b: int) -> float:
+    """Two-sided exact binomial test of ``a`` against ``b`` discordant pairs at one half."""
+    n = a + b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(a, b) + 1)) / 2**n
+    return float(min(1.0, 2 * tail))
 
 
 def breakdown(all_scores: Sequence[Scores], by: str, groups: Sequence[str]) -> None:
@@ -719,7 +797,22 @@ def main() -> None:
         "--no-static", action="store_true", help="leave the static embedding (the third signal) out"
     )
     parser.add_argument("--by-category", action="store_true")
+    parser.add_argument(
+        "--by-intent", action="store_true", help="figures per kind of question (store/intent.py)"
+    )
     parser.add_argument("--by-conversation", action="store_true")
+    parser.add_argument(
+        "--questions",
+        type=lambda p: Path(p).expanduser(),
+        metavar="FILE.jsonl",
+        help="write every question's results (per system: its top k, the rank of the first evidence)",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="FILE.jsonl[:SYSTEM]",
+        help="a per-question file of an earlier run: paired comparison, system by system of the same name "
+        "(or every system against SYSTEM of that run)",
+    )
     parser.add_argument(
         "--documents",
         nargs="+",
