@@ -80,12 +80,22 @@ def test_a_question_is_read_as_one_kind(question: str, kind: str) -> None:
 
 
 def test_each_kind_gets_its_own_weights_and_intent_off_gives_one_blend() -> None:
-    params = search.SearchParams(temporal_lexical_weight=0.9, several_candidates=80)
+    params = search.SearchParams(
+        by_intent="temporal:lexical_weight=0.9; several:candidates=80, context_weight=0.4"
+    )
     assert params.for_intent("temporal").lexical_weight == 0.9
-    assert params.for_intent("several").candidates == 80
+    several = params.for_intent("several")
+    assert (several.candidates, several.context_weight, several.lexical_weight) == (
+        80,
+        0.4,
+        params.lexical_weight,
+    )
     assert params.for_intent("fact") == params
-    off = search.SearchParams(intent_aware=False, temporal_lexical_weight=0.9)
+    off = dataclasses.replace(params, intent_aware=False)
     assert off.for_intent("temporal") == off
+    for bad in ("often:lexical_weight=1", "fact:by_intent=x", "fact:no_such=1"):
+        with pytest.raises(ValueError, match="by_intent"):
+            search.SearchParams(by_intent=bad).for_intent("fact")
 
 
 async def _saved_on(db: Database, space_id: uuid.UUID, memory_id: uuid.UUID, day: dt.date) -> None:

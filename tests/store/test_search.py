@@ -15,7 +15,7 @@ from sqlalchemy import text
 from memory_mcp.embedder.client import Embedder
 from memory_mcp.embedder.static import StaticModel
 from memory_mcp.server.backfill import backfill, backfill_static
-from memory_mcp.store import documents, identity, memories, pipeline, profile, search, spaces
+from memory_mcp.store import documents, identity, intent, memories, pipeline, profile, search, spaces
 from memory_mcp.store.access import Access
 from memory_mcp.store.db import Database
 from memory_mcp.store.extractors.base import Extracted, Section
@@ -493,7 +493,7 @@ async def test_a_reply_is_found_through_the_turn_its_writer_saved_before_it(
         ],
     )
     question = "Where did Sam and Alex go on their honeymoon?"
-    weight = search.SearchParams().context_weight
+    weight = search.SearchParams().for_intent(intent.classify(question)).context_weight
     off = await find(db, ctx, embedder, question, params=search.SearchParams(context=False))
     on = await find(db, ctx, embedder, question)
     score_off = {h.memory.id: h.score for h in off.hits}
@@ -536,7 +536,7 @@ async def test_a_piece_of_a_document_gets_context_from_the_pieces_beside_it(
     contents = dataclasses.replace(contents, vectors=await embedder.embed(texts))
     await documents.save_text(db, ctx, None, contents)
     question = "Where do the monthly payroll files end up?"
-    weight = search.SearchParams().context_weight
+    weight = search.SearchParams().for_intent(intent.classify(question)).context_weight
 
     async def scores(params: search.SearchParams) -> dict[str, float]:
         return {
