@@ -14,6 +14,8 @@ carries (``includeProfile`` false, as over MCP in bench/locomo.py).
     python -m bench.answers FILE...
     python -m bench.answers /usr/share/doc/libtasn1-doc/libtasn1.pdf /usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf
     python -m bench.answers --locomo locomo10.zip --conversations 2 FILE...
+    python -m bench.answers --locomo locomo10.zip --generated 7     # the three sets of Recall v4
+    python -m bench.answers --locomo heldout.json --split all
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from bench.common import bench_server, machine, writer_contexts
 from bench.locomo import Conversation, K, Scores, documents_of, embed_passages, load_locomo, select, tokenizer
+from bench.retrieval_dataset import Dataset, build_dataset
 from memory_mcp.core.settings import Settings
 from memory_mcp.embedder.client import make_embedder
 from memory_mcp.embedder.static import static_model_for
@@ -110,7 +113,7 @@ async def locomo(
             lean.answer_tokens.append(len(enc.encode(render.search(out))))
             lean.memory_tokens.append(sum(len(enc.encode(h.content)) for h in out.results))
             shown.append(out.count)
-    print(f"LoCoMo dev, {', '.join(c.sample_id for c in conversations)}: {len(store.ranked)} questions")
+    print(f"{', '.join(c.sample_id for c in conversations)}: {len(store.ranked)} questions")
     for scores in (store, lean, *floors.values()):
         print(
             f"  {scores.name:<24} hit@1 {scores.hit(1):.3f} hit@5 {scores.hit(5):.3f} hit@10 {scores.hit(10):.3f}"
@@ -123,8 +126,50 @@ async def locomo(
     )
 
 
-async def run(paths: list[Path], locomo_path: Path | None = None, first: int = 0) -> None:
-    settings = Settings(embedder="local")
+async def generated(
+    service: MemoryService, db: Database, data: Dataset, contexts: dict[str, SpaceContext], enc: Any
+) -> None:
+    """The generated team benchmark (bench/retrieval_dataset.py) through the service: every memory
+    saved in its space, every query with a question asked; the answer's tokens against the memory
+    text it carries (``includeProfile`` false)."""
+    vectors = await embed_passages(service.embedder, [m.content for m in data.memories])  # type: ignore[arg-type]
+    for memory, vector in zip(data.memories, vectors, strict=True):
+        static = service.static.vectors([memory.content])[0] if service.static else None
+        await memories.save_memory(
+            db, contexts[memory.space], memory.content, memory.category, vector, static_embedding=static
+        )
+    answer, carried, shown = [], [], []
+    for query in data.queries:
+        if query.text is None:
+            continue
+        out = await service.search(
+            contexts[query.space].caller,
+            query=query.text,
+            keyword=query.keyword,
+            category=query.category,
+            include_profile=False,
+            container_tag=query.space,
+            limit=K,
+        )
+        if out.results:
+            answer.append(len(enc.encode(render.search(out))))
+            carried.append(sum(len(enc.encode(h.content)) for h in out.results))
+            shown.append(out.count)
+    print(
+        f"generated: {len(answer)} answers with results, {statistics.mean(shown):.1f} shown on "
+        f"average; tokens mean {statistics.mean(answer):.0f}, memory text mean {statistics.mean(carried):.0f} "
+        f"(answer x{sum(answer) / max(1, sum(carried)):.2f} of it)"
+    )
+
+
+async def run(
+    paths: list[Path],
+    locomo_path: Path | None = None,
+    first: int = 0,
+    split: str = "dev",
+    seed: int | None = None,
+) -> None:
+    settings = Settings(embedder="local", embedder_timeout_s=600)  # a busy machine embeds slowly
     print(f"machine: {machine()}")
     enc = tokenizer()
     embedder = await make_embedder(settings)
@@ -142,10 +187,15 @@ async def run(paths: list[Path], locomo_path: Path | None = None, first: int = 0
         try:
             service = MemoryService(db, embedder, settings)
             service.static = static
-            conversations = select(load_locomo(locomo_path), "dev", first) if locomo_path else []
-            contexts = await writer_contexts(db, ["uploads", *(c.space for c in conversations)])
+            conversations = select(load_locomo(locomo_path), split, first) if locomo_path else []
+            data = build_dataset(seed) if seed is not None else None
+            contexts = await writer_contexts(
+                db, ["uploads", *(c.space for c in conversations), *(data.spaces if data else ())]
+            )
             if conversations:
                 await locomo(service, db, conversations, contexts, enc)
+            if data is not None:
+                await generated(service, db, data, contexts, enc)
             ctx = contexts["uploads"]
             for c in contents:
                 await documents.save_text(db, ctx, None, c)
@@ -174,11 +224,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--locomo", type=Path, help="locomo10.zip: also ask its dev questions")
-    parser.add_argument("--conversations", type=int, default=0, help="only the first N dev conversations")
+    parser.add_argument("files", nargs="*", type=Path)
+    parser.add_argument(
+        "--locomo", type=Path, help="locomo10.zip (or a file in its format): also ask its questions"
+    )
+    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="dev", help="of --locomo")
+    parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
+    parser.add_argument("--generated", type=int, metavar="SEED", help="also the generated team benchmark")
     args = parser.parse_args()
-    asyncio.run(run(args.files, args.locomo, args.conversations))
+    asyncio.run(run(args.files, args.locomo, args.conversations, args.split, args.generated))
 
 
 if __name__ == "__main__":
