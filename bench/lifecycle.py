@@ -9,6 +9,18 @@ save with a key against one without, one client, alternating on one server.
     python -m bench.lifecycle [--saves 2000] [--control 400] [--latency 200]
     python -m bench.lifecycle --store-only 300     # the store's save alone, with and without a key
     python -m bench.lifecycle --webhooks 20        # saves at 50/s: webhooks off, then on
+    python -m bench.lifecycle --durability [--receiver-down 60]
+                                                   # kill -9 of the delivering server; receiver down
+
+``--durability``: saves at 50/s (the store's save, no embedding, started on time whatever the last
+took) while a real ``memory-mcp serve`` delivers the space's webhook to a loopback receiver (a
+process of its own). First to a space without a webhook (the save p50 "without"), then to a new
+space with one while the receiver is down (killed: its port closed) for ``--receiver-down``
+seconds, then a kill -9 of the server halfway through 20 s of saves and another server started on
+the same database. Each counts the saves whose event never arrived (lost), events that arrived
+more than once (duplicates) and first arrivals out of the delivery order (out of order), and the
+dead letters; the outage also the time from the receiver's return to its having every event of
+the saves made before.
 """
 
 from __future__ import annotations
@@ -17,22 +29,30 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import httpx2
+import psutil
 import psycopg
 
-from bench.common import bench_server, machine, percentile, serve_process
+from bench.common import bench_server, free_port, machine, percentile, serve_process
 from bench.ingest import wait_ready
 from memory_mcp.store import apikeys, memories, spaces, users
 from memory_mcp.store.access import Access, Role
 from memory_mcp.store.apikeys import GrantSpec
 from memory_mcp.store.db import Database
+from memory_mcp.store.models import SpaceContext
 
 CLIENTS = 8
 
@@ -226,6 +246,259 @@ async def webhook_latency(
     return save_ms, delays
 
 
+# The receiver: a process of its own (its threads must not take the saving process's interpreter)
+# that imports only the standard library (a start costs no CPU the saves would miss). Every POST is
+# one line "event-id memory-id" in the log, written and flushed before the 204, so nothing it
+# answered is missing when it is killed.
+_RECEIVER = """
+import json, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+lock = threading.Lock()
+out = open(sys.argv[2], "a")
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        with lock:
+            out.write(self.headers["webhook-id"].removeprefix("msg_") + " " + body["data"]["id"] + "\\n")
+            out.flush()
+        self.send_response(204)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+class Receiver:
+    """A loopback webhook receiver (``_RECEIVER``) that can go down (killed: its port closed) and
+    come back on the same port. Its arrivals, in order: (event id from ``webhook-id``, memory id)."""
+
+    def __init__(self, folder: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        self.log = os.path.join(folder, "arrivals")
+        self._process: subprocess.Popen[bytes] | None = None
+        self._arrivals: list[tuple[int, str]] = []
+        self._received: set[str] = set()
+        self._read = 0  # bytes of the log read so far
+
+    def up(self) -> None:
+        """Start it and wait until it answers (blocking: call it in a thread)."""
+        self._process = subprocess.Popen([sys.executable, "-c", _RECEIVER, str(self.port), self.log])
+        while not _answers(self.url, method="HEAD", ok=501):  # it answers POST only
+            if self._process.poll() is not None:
+                raise RuntimeError("the receiver did not start")
+            time.sleep(0.05)
+
+    def down(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    @property
+    def arrivals(self) -> list[tuple[int, str]]:
+        """Every arrival so far (the log read on from where the last call stopped)."""
+        if os.path.exists(self.log):
+            with open(self.log, "rb") as log:
+                log.seek(self._read)
+                new = log.read()
+            complete = new[: new.rfind(b"\n") + 1]
+            self._read += len(complete)
+            for line in complete.decode().splitlines():
+                event, memory = line.split()
+                self._arrivals.append((int(event), memory))
+                self._received.add(memory)
+        return self._arrivals
+
+    def received(self) -> set[str]:
+        self.arrivals  # noqa: B018 - reads what came in since the last call
+        return self._received
+
+
+@dataclass
+class Flow:
+    """Saves made at a steady rate: each memory's id, and each save's latency (ms)."""
+
+    saved: list[str] = field(default_factory=list)
+    save_ms: list[float] = field(default_factory=list)
+
+
+async def steady_saves(
+    db: Database, ctx: SpaceContext, seconds: float, rate: float, flow: Flow, label: str
+) -> None:
+    """Saves started at ``rate`` a second for ``seconds`` whatever each takes (an open loop: a slow
+    save does not slow the rate), the store's save without embedding, into ``flow``."""
+
+    async def save(i: int) -> None:
+        t0 = time.perf_counter()
+        result = await memories.save_memory(db, ctx, f"Durability {label} {i} {uuid.uuid4().hex[:8]}.")
+        flow.save_ms.append((time.perf_counter() - t0) * 1000)
+        flow.saved.append(str(result.memory.id))
+
+    started = time.perf_counter()
+    running = []
+    for i in range(int(seconds * rate)):
+        await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+        running.append(asyncio.create_task(save(i)))
+    await asyncio.gather(*running)
+
+
+async def every_event_in(receiver: Receiver, memory_ids: list[str], within: float) -> float | None:
+    """Seconds until the receiver holds an event of every memory in ``memory_ids``; None if not within."""
+    started = time.monotonic()
+    wanted = set(memory_ids)
+    while time.monotonic() - started < within:
+        if wanted <= receiver.received():
+            return time.monotonic() - started
+        await asyncio.sleep(0.05)
+    return None
+
+
+def delivery_counts(receiver: Receiver, memory_ids: list[str], dsn: str, since: int = 0) -> str:
+    """Lost, duplicated and out-of-order events among the receiver's arrivals from index ``since``.
+
+    Out of order: the first arrival of an event that comes after an event it precedes in the
+    delivery order (writing transaction, then id; concurrent saves commit out of id order)."""
+    arrivals = receiver.arrivals[since:]
+    got = {memory for _, memory in arrivals}
+    lost = sum(1 for m in memory_ids if m not in got)
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT id, txid::text::numeric FROM audit_events WHERE id = ANY(%s)",
+            ([event for event, _ in arrivals],),
+        ).fetchall()
+    position = {int(event): (int(txid), int(event)) for event, txid in rows}
+    seen: set[int] = set()
+    newest: tuple[int, int] = (-1, -1)
+    late = 0
+    for event, _ in arrivals:
+        if event in seen:
+            continue
+        seen.add(event)
+        late += position[event] < newest
+        newest = max(newest, position[event])
+    return (
+        f"{len(memory_ids)} saves, {lost} lost, {len(arrivals) - len(seen)} duplicates, {late} out of order"
+    )
+
+
+@contextmanager
+def _delivering_server(owner_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A ``memory-mcp serve`` on the database (its webhook loop delivers); yields its URL and process.
+
+    Its embedder is remote and absent, as a pod's is while the embedding service is away: the
+    saves here carry no embedding, and a local embedder would embed every one of them in the
+    background (both cores for minutes: the save p50 went from 20 ms to 68 ms between two phases)."""
+    absent = f"http://127.0.0.1:{free_port()}"
+    args = ("--database-url", owner_url, "--embedder", absent)
+    with serve_process("memory-mcp-durability-", extra_args=args) as (server, _, port):
+        base = f"http://127.0.0.1:{port}"
+        # /healthz, not /readyz: without an embedder the server never says ready to MCP traffic,
+        # but it serves and its webhook loop runs.
+        deadline = time.monotonic() + 300
+        while not _answers(f"{base}/healthz"):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.2)
+        yield base, server
+
+
+def _cpu_s(process: subprocess.Popen[bytes]) -> float:
+    """CPU seconds (user and system) the process has used so far."""
+    used = psutil.Process(process.pid).cpu_times()
+    return float(used.user + used.system)
+
+
+def _answers(url: str, method: str = "GET", ok: int = 200) -> bool:
+    try:
+        return httpx2.request(method, url).status_code == ok
+    except httpx2.HTTPError:
+        return False
+
+
+async def durability(owner_url: str, app_url: str, dsn: str, down_s: float, rate: float = 50.0) -> None:
+    """The runs of ``--durability`` (see the module's text); prints their figures.
+
+    The saves without a webhook and those with the receiver down go to two new spaces, the same
+    number to each, so both start empty (a save's cost grows with its space); the kill -9 comes
+    last, on the first space with a webhook added."""
+    from memory_mcp.store import identity, webhooks
+
+    # The server sends to loopback only where the client-metadata setting allows it (tests, benches).
+    os.environ["MEMORY_MCP_OAUTH_CIMD_ALLOW_LOOPBACK"] = "true"
+    key = await _key(app_url)
+    db = Database(app_url, pool_size=8)
+    folder = tempfile.mkdtemp(prefix="memory-mcp-receiver-")
+    receiver = Receiver(folder)
+    await asyncio.to_thread(receiver.up)
+    edge_s = 10.0
+    seconds = down_s + 2 * edge_s
+    try:
+        caller = await identity.authenticate(db, key)
+        plain, hooked_space = (
+            identity.resolve_space(caller, "control"),
+            identity.resolve_space(caller, "retries"),
+        )
+        with contextlib.ExitStack() as servers:
+            server = servers.enter_context(_delivering_server(owner_url))[1]
+            off = Flow()
+            cpu = _cpu_s(server)
+            await steady_saves(db, plain, seconds, rate, off, "off")
+            cpu_off = _cpu_s(server) - cpu
+
+            # The receiver down for down_s while saves go on, then back.
+            await webhooks.add_webhook(db, "retries", receiver.url, "bench")
+            since = len(receiver.arrivals)
+            on = Flow()
+            cpu = _cpu_s(server)
+            saves = asyncio.create_task(steady_saves(db, hooked_space, seconds, rate, on, "down"))
+            await asyncio.sleep(edge_s)
+            receiver.down()
+            await asyncio.sleep(down_s)
+            await asyncio.to_thread(receiver.up)
+            backlog = list(on.saved)
+            drained = await every_event_in(receiver, backlog, 300)
+            await saves
+            cpu_on = _cpu_s(server) - cpu
+            waited = await every_event_in(receiver, on.saved, 300)
+            letters = await webhooks.dead_letters(db, "retries")
+            print(
+                f"receiver down {down_s:.0f} s during saves at {rate:.0f}/s: "
+                f"{delivery_counts(receiver, on.saved, dsn, since)}, {len(letters)} dead letters; the "
+                f"{len(backlog)} events before its return all in "
+                f"{drained if drained is None else round(drained, 1)} s after it (every event "
+                f"{'not ' if waited is None else ''}in); save p50 {statistics.median(off.save_ms):.2f} ms "
+                f"without a webhook, {statistics.median(on.save_ms):.2f} ms with one "
+                f"(p99 {percentile(off.save_ms, 99):.1f} and {percentile(on.save_ms, 99):.1f} ms); "
+                f"the delivering server's CPU over those saves: {cpu_off:.1f} s without, {cpu_on:.1f} s with"
+            )
+
+            # A kill -9 of the delivering server halfway through 2 x edge_s of saves.
+            await webhooks.add_webhook(db, "control", receiver.url, "bench")
+            since = len(receiver.arrivals)
+            killed = Flow()
+            saves = asyncio.create_task(steady_saves(db, plain, 2 * edge_s, rate, killed, "kill"))
+            await asyncio.sleep(edge_s)
+            server.kill()
+            server.wait()
+            at_kill = len(killed.saved)
+            restart = time.monotonic()
+            await asyncio.to_thread(servers.enter_context, _delivering_server(owner_url))
+            restart_s = time.monotonic() - restart
+            await saves
+            waited = await every_event_in(receiver, killed.saved, 180)
+            print(
+                f"kill -9 of the delivering server after {at_kill} of {len(killed.saved)} saves at {rate:.0f}/s, "
+                f"another serving {restart_s:.1f} s later: {delivery_counts(receiver, killed.saved, dsn, since)}; "
+                f"every event in {waited if waited is None else round(waited, 1)} s after the last save"
+            )
+    finally:
+        await db.close()
+        receiver.down()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -240,8 +513,22 @@ def main() -> None:
         default=0,
         help="only: saves at 50/s for this many seconds, webhooks off then on",
     )
+    parser.add_argument(
+        "--durability",
+        action="store_true",
+        help="only: a kill -9 of the delivering server, then the receiver down (see --receiver-down)",
+    )
+    parser.add_argument(
+        "--receiver-down", type=float, default=60, help="seconds the receiver is down in --durability"
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    if args.durability:
+        with bench_server() as pg:
+            database = pg.database("durability")
+            every_row = pg.superuser_dsn.replace("/memory_mcp?", f"/{database.name}?")
+            asyncio.run(durability(database.owner_url, database.app_url, every_row, args.receiver_down))
+        return
     if args.webhooks:
         with bench_server() as pg:
             off, _ = asyncio.run(webhook_latency(pg.database("off").app_url, args.webhooks, 50, hooked=False))
