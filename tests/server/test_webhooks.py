@@ -12,15 +12,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from memory_mcp.server import webhook_sender
-from memory_mcp.store import memories, webhooks
+from memory_mcp.store import apikeys, documents, jobs, memories, pipeline, webhooks
 from memory_mcp.store.db import Database
 from tests.cli_support import Admin
+from tests.factories import make_key, make_space, make_user
+from tests.store.test_documents import queue_file
 from tests.store.test_memories import writer
 
 
@@ -137,3 +140,37 @@ async def test_the_webhook_commands(
     admin.ok("webhook", "remove", "team", url)
     assert admin.listing("webhook") == []
     assert "not found" in admin.refused("webhook", "remove", "team", url)
+
+
+async def test_documents_done_or_failed_and_revoked_keys_reach_the_space_s_webhooks(
+    db: Database, tmp_path: Path
+) -> None:
+    ctx = await writer(db)
+    send = webhook_sender.sender(allow_loopback=True)
+    with receiver() as (got, url):
+        await webhooks.add_webhook(db, "team", url, "user:admin")
+        done_id = await queue_file(
+            db, ctx, tmp_path, "# Runbook\n\nRestart the ledger worker when invoices fail."
+        )
+        job = await jobs.claim(db, "w1", 30)
+        assert job is not None and job.document_id == done_id
+        assert await documents.complete(db, job, pipeline.prepare_text("Restart the ledger worker.")) == 1
+        failed_id = await queue_file(db, ctx, tmp_path, "# Scan\n\nunreadable", name="scan.md")
+        job = await jobs.claim(db, "w1", 30)
+        assert job is not None and job.document_id == failed_id
+        assert await jobs.fail(db, job, "the file is encrypted")
+        other = await make_space(db, "elsewhere")
+        key = await make_key(
+            db, await make_user(db), {"team": "Read", "elsewhere": "Read"}, "team", name="ci"
+        )
+        assert key and other
+        assert await apikeys.revoke_key(db, "ci", actor="user:admin")
+        await _drain(db, send)
+    events = [json.loads(body) for _, body in got.received]
+    assert [(e["type"], e["data"]["id"]) for e in events] == [
+        ("document.done", str(done_id)),
+        ("document.failed", str(failed_id)),
+        ("key.revoked", "ci"),
+    ]
+    assert events[0]["data"]["memories"] == 1 and events[1]["data"]["error"] == "the file is encrypted"
+    assert all(e["space"] == "team" for e in events)  # the other space's event is not this webhook's

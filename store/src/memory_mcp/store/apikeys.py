@@ -376,6 +376,12 @@ async def revoke_key(db: Database, name: str, actor: str = "system") -> bool:
                 {"k": row.id},
             )
             await record(conn, actor, "key.revoked", "api_key", name)
+            # And once in every space it was granted, so that those spaces' webhooks tell it.
+            granted = await conn.execute(
+                text("SELECT space_id FROM key_grants WHERE key_id = :k"), {"k": row.id}
+            )
+            for (space_id,) in granted.all():
+                await record(conn, actor, "key.revoked", "api_key", name, space_id=space_id)
     return row is not None
 
 

@@ -439,6 +439,16 @@ async def complete(db: Database, job: jobs.Job, contents: Contents) -> int | Non
             },
         )
         await conn.execute(text("DELETE FROM document_files WHERE document_id = :d"), {"d": job.document_id})
+        # What a space's webhooks send when an upload is ready (``jobs.fail`` writes the failure).
+        await record(
+            conn,
+            "system",
+            "document.done",
+            "document",
+            str(job.document_id),
+            space_id=job.space_id,
+            details={"memories": made, "title": contents.title},
+        )
         return made
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .audit import record
 from .db import Database
 from .extractors.base import Limits
 from .memories import _every_space
@@ -143,6 +144,15 @@ async def fail(db: Database, job: Job, reason: str) -> bool:
             {"e": reason[:1000], "d": job.document_id},
         )
         await conn.execute(text("DELETE FROM document_files WHERE document_id = :d"), {"d": job.document_id})
+        await record(
+            conn,
+            "system",
+            "document.failed",
+            "document",
+            str(job.document_id),
+            space_id=job.space_id,
+            details={"error": reason[:300]},
+        )
     return True
 
 
