@@ -15,6 +15,7 @@ server process and PostgreSQL spent per call during the run (Linux: read from /p
 
     python -m bench.load [--seconds 8] [--memories 1000] [--clients 1,4,16] [--client python,node]
     python -m bench.load --tools add_memory --client python      # concurrent saves
+    python -m bench.load --cold          # before autovacuum's first statistics of the seeded space
 """
 
 from __future__ import annotations
@@ -261,12 +262,31 @@ async def run_node_clients(
 RUNNERS = {"python": run_clients, "node": run_node_clients}
 
 
+def analyze(data_dir: Path) -> None:
+    """Statistics of the seeded tables, as autovacuum gathers them within a minute of a load: without
+    them the planner reads the whole space for each of a search's neighbour lookups (a search at 300
+    memories took twice as long in the first minute)."""
+    import psycopg
+
+    from memory_mcp.store.embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(data_dir)  # the server's own PostgreSQL, already running
+    pg.start()
+    try:
+        with psycopg.connect(pg.owner_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+    finally:
+        pg.stop()
+
+
 async def measure(args: argparse.Namespace, base: str, data_dir: Path, meter: CpuMeter) -> None:
     await wait_ready(base)
     key = (data_dir / "bootstrap-key").read_text().strip()
     t0 = time.perf_counter()
     await seed(base, key, args.memories)
     print(f"seeded {args.memories} memories in {time.perf_counter() - t0:.1f}s (REST, embedded on save)")
+    if not args.cold:
+        analyze(data_dir)
     # The load generator's own full collections would show up as server latency: its long-lived
     # objects (the SDKs) are set aside once they are loaded.
     gc.collect()
@@ -298,6 +318,11 @@ def main() -> None:
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--tools", default="whoAmI,search_memory,listMemories")
     parser.add_argument("--client", default="python,node", help="python, node or both (comma-separated)")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="measure before the tables have statistics (no ANALYZE after seeding)",
+    )
     args = parser.parse_args()
     # stdout is a pipe that nobody reads: the server prints only its start lines there.
     with serve_process("memory-mcp-load-", stdout=subprocess.PIPE) as (server, data_dir, port):
