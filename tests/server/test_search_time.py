@@ -30,7 +30,7 @@ async def test_search_keeps_the_memories_of_a_time_range_over_mcp_and_rest(serve
         short = found["results"][0]["shortId"]
         assert 4 <= len(short) <= 8 and found["results"][0]["id"].startswith(short)
         assert (
-            f"{short} {NOTES[1]}"
+            f"{short} > {NOTES[1]}"
             in (
                 await s.call(
                     "search_memory",
