@@ -52,6 +52,9 @@ def test_a_question_s_dates_become_a_time_and_leave_its_words() -> None:
     span, words = dates.query_time("What did Caroline paint in May 2023?", D(2026, 12, 6))
     assert span == dates.Span(D(2023, 5, 1), D(2023, 5, 31))
     assert "May" not in words and "2023" not in words and "Caroline paint" in words
+    # A question asks about what has been: "May 4th" asked in December is the last 4 May, not the next.
+    span, _ = dates.query_time("On May 4th, what did I read?", D(2026, 12, 6))
+    assert span == dates.Span(D(2026, 5, 4), D(2026, 5, 4))
     span, _ = dates.query_time("what broke last week?", D(2026, 12, 6))  # a Sunday
     assert span == dates.Span(D(2026, 11, 23), D(2026, 11, 29))
     assert dates.query_time("When did Melanie paint a sunrise?", D(2026, 12, 6)) == (

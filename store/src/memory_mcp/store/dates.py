@@ -76,7 +76,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ("year", r"(?:in|during|since|of|im|nel)\s+" + _YEAR.format("y")),
     )
 ]
-# "may" is also a verb: on its own it is a month only after "in"/"during" (the ``in_month`` form).
+# "may" is also a verb: on its own it is a month only after "in"/"during" (the ``in_month`` form),
+# or beside a day written as an ordinal ("May 4th").
+_ORDINAL = re.compile(r"\d(?:st|nd|rd|th)\b", re.IGNORECASE)
 _AMBIGUOUS_MONTHS = frozenset({"may", "mar", "jun", "jan", "dec", "aug", "sept", "sep", "mai"})
 
 
@@ -109,13 +111,16 @@ def _month_span(year: int, month: int) -> Span:
     return Span(dt.date(year, month, 1), dt.date(year, month, calendar.monthrange(year, month)[1]))
 
 
-def _latest(ref: dt.date, month: int, day: int | None = None) -> Span | None:
+def _latest(ref: dt.date, month: int, day: int | None = None, past: bool = False) -> Span | None:
     """A month or a day of it without a year: the most recent such month not after ``ref`` ("in
     May" said in June 2023 is May 2023), the nearest such day ("on March 7" in a note of 5 March
-    2024 is two days later, said in December it is the last one)."""
+    2024 is two days later, said in December it is the last one); with ``past`` (a question, asked
+    about what happened), the most recent such day not after ``ref`` too."""
     if day is None:
         return _month_span(ref.year if month <= ref.month else ref.year - 1, month)
     days = [d for year in (ref.year - 1, ref.year, ref.year + 1) if (d := _day(year, month, day))]
+    if past:
+        days = [d for d in days if d <= ref]
     nearest = min(days, key=lambda d: abs((d - ref).days), default=None)
     return Span(nearest, nearest) if nearest else None
 
@@ -174,9 +179,10 @@ def _relative(match: re.Match[str], kind: str, ref: dt.date) -> Span | None:
     return None
 
 
-def find(text: str, saved: dt.date) -> list[Found]:
+def find(text: str, saved: dt.date, past: bool = False) -> list[Found]:
     """Every date expression of ``text`` as a span of days, relative ones read from the text's own
-    first full date when it has one (else from ``saved``), in the order they appear."""
+    first full date when it has one (else from ``saved``), in the order they appear; with ``past``,
+    a day without a year is the last one not after that date (see ``_latest``)."""
     found: list[tuple[int, int, str, re.Match[str]]] = []
     taken: list[tuple[int, int]] = []
     for kind, pattern in _PATTERNS:  # longer forms first: "8 May, 2023" is not also "May 2023"
@@ -185,8 +191,8 @@ def find(text: str, saved: dt.date) -> list[Found]:
             if any(start < e and s < end for s, e in taken):
                 continue
             month = (match.groupdict().get("mn") or "").lower().rstrip(".")
-            if kind in ("md", "dm") and month in _AMBIGUOUS_MONTHS:
-                continue  # "may 5 of them", "a 3": too often not a date
+            if kind in ("md", "dm") and month in _AMBIGUOUS_MONTHS and not _ORDINAL.search(match.group(0)):
+                continue  # "may 5 of them": not a date; "May 4th" is
             taken.append((start, end))
             found.append((start, end, kind, match))
     found.sort()
@@ -208,7 +214,7 @@ def find(text: str, saved: dt.date) -> list[Found]:
         elif kind == "my":
             span = _month_span(int(g["y"]), _MONTHS[g["mn"].lower().rstrip(".")])
         elif kind in ("dm", "md"):
-            span = _latest(ref, _MONTHS[g["mn"].lower().rstrip(".")], int(g["d"]))
+            span = _latest(ref, _MONTHS[g["mn"].lower().rstrip(".")], int(g["d"]), past)
         elif kind == "in_month":
             span = _latest(ref, _MONTHS[g["mn"].lower().rstrip(".")])
         elif kind == "year":
@@ -236,9 +242,10 @@ def memory_time(text: str, saved: dt.date) -> Span | None:
 
 
 def query_time(query: str, today: dt.date) -> tuple[Span | None, str]:
-    """The time a query asks about (relative words read from ``today``), and the query without its
-    date expressions (the words the full-text leg should match); (None, query) when it names none."""
-    found = find(query, today)
+    """The time a query asks about (relative words read from ``today``; a day without a year is the
+    last one that has been), and the query without its date expressions; (None, query) when it
+    names none."""
+    found = find(query, today, past=True)
     if not found:
         return None, query
     span = found[0].span
