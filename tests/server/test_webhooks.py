@@ -135,7 +135,9 @@ async def test_the_webhook_commands(
     added = admin.ok("webhook", "add", "team", url)
     assert added.stdout.strip().startswith("whsec_") and "shown once" in added.stderr
     assert "already" in admin.refused("webhook", "add", "team", url)
-    assert [(h["space"], h["url"]) for h in admin.listing("webhook")] == [("team", url)]
+    assert [(h["space"], h["url"], h["managedBy"]) for h in admin.listing("webhook")] == [
+        ("team", url, "cli")
+    ]
     assert json.loads(admin.ok("webhook", "dead-letters", "--json").stdout) == []
     admin.ok("webhook", "remove", "team", url)
     assert admin.listing("webhook") == []

@@ -71,15 +71,19 @@ def list_hooks(
             "pending": h.pending,
             "attempts": h.attempts,
             "deadLetters": h.dead_letters,
+            # Who keeps it: "manifest" (a Space resource's spec.webhooks, the operator) or "cli".
+            "managedBy": h.managed_by.value,
         }
         for h in hooks
     ]
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table("space", "url", "pending", "attempts", "dead letters")
+    table = Table("space", "url", "pending", "attempts", "dead letters", "managed by")
     for r in rows:
-        table.add_row(r["space"], r["url"], str(r["pending"]), str(r["attempts"]), str(r["deadLetters"]))
+        table.add_row(
+            r["space"], r["url"], str(r["pending"]), str(r["attempts"]), str(r["deadLetters"]), r["managedBy"]
+        )
     console.print(table)
 
 
