@@ -282,7 +282,7 @@ def test_unknown_fields_are_refused_at_every_level_with_every_other_problem() ->
         f"Space 'gamma' (team.yaml, document 1): extra: unknown field (an object has apiVersion, kind, "
         f"metadata, spec, status); {prune}",
         f"Space 'gamma' (team.yaml, document 1): spec.colour: unknown field (spec has deletionPolicy, "
-        f"description, displayName, quotas, writePolicy); {prune}",
+        f"description, displayName, quotas, webhooks, writePolicy); {prune}",
         "Space 'gamma' (team.yaml, document 1): spec.displayName: must not be blank",
         f"Space 'gamma' (team.yaml, document 1): spec.quotas.maxMemory: unknown field (spec.quotas has "
         f"maxBytes, maxDocuments, maxMediaSeconds, maxMemories, maxPdfPages); {prune}",
