@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
 import shutil
@@ -173,37 +172,15 @@ async def webhook_latency(
 ) -> tuple[list[float], list[float]]:
     """Saves at ``rate`` a second for ``seconds`` (the store's save, no embedding); with ``hooked``,
     a webhook on the space, delivered by the server's loop (``deliver_next`` every 0.5 s) to a
-    loopback receiver. Returns the saves' latencies and each event's commit-to-receipt delay (ms)."""
-    import threading
+    loopback receiver in a process of its own (``Receiver``: its threads would otherwise take this
+    process's interpreter from the saves). Returns the saves' latencies and each event's
+    commit-to-receipt delay (ms)."""
     from datetime import UTC, datetime
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from memory_mcp.server.app import WEBHOOK_POLL_INTERVAL_S
     from memory_mcp.server.webhook_sender import sender
     from memory_mcp.store import identity, webhooks
 
-    received: dict[str, float] = {}
-    main_loop = asyncio.get_running_loop()
-    all_in = asyncio.Event()
-    expected = [-1]
-
-    def check() -> None:
-        if len(received) >= expected[0] >= 0:
-            all_in.set()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            received[body["data"]["id"]] = time.time()
-            main_loop.call_soon_threadsafe(check)
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
     key = await _key(url)
     db = Database(url, pool_size=4)
     saved: dict[str, float] = {}
@@ -217,41 +194,42 @@ async def webhook_latency(
             while await webhooks.deliver_next(db, send, datetime.now(UTC)):
                 pass
 
-    try:
-        ctx = identity.resolve_space(await identity.authenticate(db, key), "retries")
-        loop = None
-        if hooked:
-            await webhooks.add_webhook(
-                db, "retries", f"http://127.0.0.1:{http.server_address[1]}/hook", "bench"
-            )
-            loop = asyncio.create_task(deliver())
-        started = time.perf_counter()
-        for i in range(int(seconds * rate)):
-            await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
-            t0 = time.perf_counter()
-            result = await memories.save_memory(db, ctx, f"Webhook probe {i} {uuid.uuid4().hex[:8]}.")
-            save_ms.append((time.perf_counter() - t0) * 1000)
-            saved[str(result.memory.id)] = time.time()
-        if loop is not None:
-            expected[0] = len(saved)
-            check()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(all_in.wait(), 60)
-            stop.set()
-            await loop
-    finally:
-        await db.close()
-        http.shutdown()
-    delays = [(received[m] - t) * 1000 for m, t in saved.items() if m in received]
+    with tempfile.TemporaryDirectory() as folder:
+        receiver = Receiver(folder)
+        try:
+            ctx = identity.resolve_space(await identity.authenticate(db, key), "retries")
+            loop = None
+            if hooked:
+                await asyncio.to_thread(receiver.up)
+                await webhooks.add_webhook(db, "retries", receiver.url, "bench")
+                loop = asyncio.create_task(deliver())
+            started = time.perf_counter()
+            for i in range(int(seconds * rate)):
+                await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+                t0 = time.perf_counter()
+                result = await memories.save_memory(db, ctx, f"Webhook probe {i} {uuid.uuid4().hex[:8]}.")
+                save_ms.append((time.perf_counter() - t0) * 1000)
+                saved[str(result.memory.id)] = time.time()
+            if loop is not None:
+                deadline = time.monotonic() + 60
+                while len(receiver.received()) < len(saved) and time.monotonic() < deadline:  # noqa: ASYNC110 - another process: its log is read
+                    await asyncio.sleep(0.1)
+                stop.set()
+                await loop
+        finally:
+            await db.close()
+            receiver.down()
+        arrived = receiver.arrived_at
+    delays = [(arrived[m] - t) * 1000 for m, t in saved.items() if m in arrived]
     return save_ms, delays
 
 
 # The receiver: a process of its own (its threads must not take the saving process's interpreter)
 # that imports only the standard library (a start costs no CPU the saves would miss). Every POST is
-# one line "event-id memory-id" in the log, written and flushed before the 204, so nothing it
-# answered is missing when it is killed.
+# one line "event-id memory-id arrival-time" in the log, written and flushed before the 204, so
+# nothing it answered is missing when it is killed.
 _RECEIVER = """
-import json, sys, threading
+import json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 lock = threading.Lock()
 out = open(sys.argv[2], "a")
@@ -259,7 +237,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         with lock:
-            out.write(self.headers["webhook-id"].removeprefix("msg_") + " " + body["data"]["id"] + "\\n")
+            out.write(self.headers["webhook-id"].removeprefix("msg_") + " " + body["data"]["id"] + " " + repr(time.time()) + "\\n")
             out.flush()
         self.send_response(204)
         self.end_headers()
@@ -280,6 +258,7 @@ class Receiver:
         self._process: subprocess.Popen[bytes] | None = None
         self._arrivals: list[tuple[int, str]] = []
         self._received: set[str] = set()
+        self.arrived_at: dict[str, float] = {}  # memory id: when it first arrived (time.time())
         self._read = 0  # bytes of the log read so far
 
     def up(self) -> None:
@@ -306,9 +285,10 @@ class Receiver:
             complete = new[: new.rfind(b"\n") + 1]
             self._read += len(complete)
             for line in complete.decode().splitlines():
-                event, memory = line.split()
+                event, memory, at = line.split()
                 self._arrivals.append((int(event), memory))
                 self._received.add(memory)
+                self.arrived_at.setdefault(memory, float(at))
         return self._arrivals
 
     def received(self) -> set[str]:

@@ -100,7 +100,8 @@ class ReceiverRefused(Exception):
 async def check_receiver(url: str, allow_loopback: bool) -> None:
     """Refuse a receiver URL that is not https to a public address, as client metadata documents'
     are (loopback, https or http, only with ``allow_loopback``: development and tests). Every
-    address the name resolves to is checked; the sender checks again at each send."""
+    address the name resolves to is checked; the sender checks again before it sends, at most a
+    second after its last check."""
     parts = urlsplit(url)
     host = parts.hostname
     if not host or parts.username or parts.password or parts.scheme not in ("https", "http"):
