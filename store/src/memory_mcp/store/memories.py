@@ -949,7 +949,8 @@ async def recent_memories(db: Database, ctx: SpaceContext, limit: int = 20) -> l
 
 @asynccontextmanager
 async def _every_space(db: Database) -> AsyncIterator[AsyncConnection]:
-    """A maintenance transaction that sees the rows of every space (backfill, re-embedding)."""
+    """A maintenance transaction that sees the rows of every space (backfill, re-embedding, the
+    document queue, webhook delivery)."""
     async with db.transaction() as conn:
         ids = list((await conn.execute(text("SELECT id FROM spaces"))).scalars())
     # With no spaces there are no rows either: an empty setting shows exactly that.

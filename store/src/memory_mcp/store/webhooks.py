@@ -28,8 +28,7 @@ import json
 import secrets
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,6 +42,7 @@ from .addresses import address_refused
 from .audit import record
 from .db import Database
 from .errors import Conflict, NotFound
+from .memories import _every_space
 from .ownership import Owner
 
 SECRET_PREFIX = "whsec_"
@@ -177,14 +177,6 @@ def message(secret: str, event: Any, space_key: str, now: datetime) -> tuple[dic
         "webhook-signature": signature(secret, message_id, timestamp, body),
     }
     return headers, body
-
-
-@asynccontextmanager
-async def _every_space(db: Database) -> AsyncIterator[AsyncConnection]:
-    async with db.transaction() as conn:
-        ids = list((await conn.execute(text("SELECT id FROM spaces"))).scalars())
-    async with db.transaction(ids) as conn:
-        yield conn
 
 
 async def _insert(
