@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import bpe_openai
+from sqlalchemy import text
 
+from memory_mcp.store import spaces
+from tests.factories import make_key, make_space, make_user
 from tests.server.conftest import RunningServer, mcp_session
 from tests.server.test_documents_rest import client, finished, upload, writer_key
 
@@ -95,3 +99,51 @@ async def test_a_search_with_no_match_over_rest_lists_nothing(docs_server: Runni
         assert [r["content"] for r in hit["results"]] == ["The coffee machine is descaled every Monday."]
         bad = await http.get("/v1/search", params={"query": "coffee", "maxTokens": 50_000})
         assert bad.status_code == 422 and bad.json()["field"] == "maxTokens"
+
+
+async def _saved_on(server: RunningServer, space: str, memory_id: str, day: dt.date) -> None:
+    found = await spaces.get_space(server.db, space)
+    assert found is not None
+    async with server.db.transaction([found.id]) as conn:
+        await conn.execute(
+            text("UPDATE memories SET created_at = :at WHERE id = :id"),
+            {"at": dt.datetime.combine(day, dt.time(12), dt.UTC), "id": memory_id},
+        )
+
+
+async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_others(
+    server: RunningServer,
+) -> None:
+    await make_space(server.db, "office")
+    ann = await make_key(server.db, await make_user(server.db, "ann"), {"office": "ReadWrite"}, "office")
+    ben = await make_key(server.db, await make_user(server.db, "ben"), {"office": "ReadWrite"}, "office")
+    today = f"{dt.datetime.now(dt.UTC):%Y-%m-%d}"
+
+    async def answer(key: str) -> tuple[str, list[str]]:
+        async with mcp_session(server, key) as s:
+            result = await s.call("search_memory", query="Lisbon office hours", includeProfile=False)
+        lead, *lines = result.content[0].text.splitlines()  # type: ignore[union-attr]
+        return lead, lines
+
+    async with mcp_session(server, ann) as s:
+        opens = (await s.ok("add_memory", content="The Lisbon office opens at nine."))["memory"]
+        await s.ok("add_memory", content="The Lisbon office closes at six.")
+    lead, lines = await answer(ann)
+    assert f", by Ann, {today};" in lead and len(lines) == 2
+    assert not any("(" in line.split(" > ")[0] for line in lines)  # all said once, above
+
+    # One author over two days: the author once, a day a line.
+    await _saved_on(server, "office", opens["id"], dt.date(2026, 1, 5))
+    lead, lines = await answer(ann)
+    assert ", by Ann;" in lead and today not in lead
+    assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(
+        ["(2026-01-05)", f"({today})"]
+    )
+
+    # Two authors: each line names its own, with its day.
+    async with mcp_session(server, ben) as s:
+        await s.ok("add_memory", content="The Lisbon office hours change in August.")
+    lead, lines = await answer(ben)
+    assert " by " not in lead and "saved" not in lead
+    marks = {line.split(" > ")[0].split(" ", 1)[1] for line in lines}
+    assert marks == {"(Ann, 2026-01-05)", f"(Ann, {today})", f"(Ben, {today})"}
