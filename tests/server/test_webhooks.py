@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -176,3 +177,29 @@ async def test_documents_done_or_failed_and_revoked_keys_reach_the_space_s_webho
     ]
     assert events[0]["data"]["memories"] == 1 and events[1]["data"]["error"] == "the file is encrypted"
     assert all(e["space"] == "team" for e in events)  # the other space's event is not this webhook's
+
+
+async def test_a_send_connects_to_the_address_its_check_approved_not_to_a_later_lookup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DNS rebinding: the receiver's name answers an approved address to the check and another one
+    (here a loopback address where nothing listens; in an attack, an inside service) to every later
+    lookup. The send still goes to the approved address. The name's resolver is the attacker here,
+    so it is the one part replaced."""
+    lookups: list[str] = []
+    real = socket.getaddrinfo
+
+    def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "receiver.rebind.test":
+            return real(host, port, *args, **kwargs)
+        lookups.append(host)
+        return real("127.0.0.1" if len(lookups) == 1 else "127.0.0.2", port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    send = webhook_sender.sender(allow_loopback=True)
+    with receiver() as (got, url):
+        named = url.replace("127.0.0.1", "receiver.rebind.test")
+        for n in range(3):
+            await send(named, {"content-type": "application/json"}, json.dumps({"n": n}).encode())
+    assert [json.loads(body)["n"] for _, body in got.received] == [0, 1, 2]
+    assert lookups == ["receiver.rebind.test"]  # checked once within the hold; never looked up to connect

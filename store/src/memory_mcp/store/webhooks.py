@@ -97,11 +97,12 @@ class ReceiverRefused(Exception):
     """The URL is no receiver this service sends to (scheme, credentials, address)."""
 
 
-async def check_receiver(url: str, allow_loopback: bool) -> None:
+async def check_receiver(url: str, allow_loopback: bool) -> list[str]:
     """Refuse a receiver URL that is not https to a public address, as client metadata documents'
     are (loopback, https or http, only with ``allow_loopback``: development and tests). Every
-    address the name resolves to is checked; the sender checks again before it sends, at most a
-    second after its last check."""
+    address the name resolves to is checked, and they are returned: the sender connects to these,
+    never to a second lookup's answer. It checks again before it sends, at most a second after its
+    last check."""
     parts = urlsplit(url)
     host = parts.hostname
     if not host or parts.username or parts.password or parts.scheme not in ("https", "http"):
@@ -122,6 +123,7 @@ async def check_receiver(url: str, allow_loopback: bool) -> None:
         raise ReceiverRefused("the webhook URL points at a private or local address")
     if parts.scheme == "http" and not all(ipaddress.ip_address(a).is_loopback for a in addresses):
         raise ReceiverRefused("the webhook URL must be https (http only to loopback)")
+    return addresses
 
 
 def new_secret() -> str:
