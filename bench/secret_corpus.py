@@ -812,10 +812,174 @@ _FIXED: tuple[tuple[str, str], ...] = (
 )
 
 
+# Families added with the fourth round of rules (password hashes, HashiCorp tokens, front-end build
+# variables, more command lines and connection strings). Drawn from a generator of their own, after
+# the rest, so that the samples above stay what they were.
+_CRYPT = "./" + string.digits + string.ascii_uppercase + string.ascii_lowercase
+
+
+def _crypt_hash(rng: random.Random) -> str:
+    """A password hash in one of the crypt(5) formats, or as Django, Werkzeug or LDAP store one."""
+    salt = _chars(rng, 16, _CRYPT)
+    b64 = base64.b64encode
+    return rng.choice(
+        [
+            f"$2b${rng.randint(10, 14)}${_chars(rng, 53, _CRYPT)}",
+            f"$2y$10${_chars(rng, 53, _CRYPT)}",
+            f"$1${salt[:8]}${_chars(rng, 22, _CRYPT)}",
+            f"$apr1${salt[:8]}${_chars(rng, 22, _CRYPT)}",
+            f"$5${salt}${_chars(rng, 43, _CRYPT)}",
+            f"$6$rounds=656000${salt}${_chars(rng, 86, _CRYPT)}",
+            f"$y$j9T${_chars(rng, 22, _CRYPT)}${_chars(rng, 43, _CRYPT)}",
+            f"$argon2id$v=19$m=65536,t=3,p=4${b64(rng.randbytes(16)).decode().rstrip('=')}$"
+            f"{b64(rng.randbytes(32)).decode().rstrip('=')}",
+            f"pbkdf2_sha256$870000${_chars(rng, 22, _B62)}${b64(rng.randbytes(32)).decode()}",
+            f"pbkdf2:sha256:600000${_chars(rng, 16, _B62)}${_chars(rng, 64, _HEX)}",
+            "{SSHA}" + b64(rng.randbytes(24)).decode(),
+        ]
+    )
+
+
+def _pwdump_line(rng: random.Random) -> str:
+    name = rng.choice(["Administrator", "svc_backup", "krbtgt", "jdoe"])
+    return f"{name}:{rng.randint(500, 1200)}:aad3b435b51404eeaad3b435b51404ee:{_chars(rng, 32, _HEX)}:::"
+
+
+_V4_POSITIVES: tuple[_Family, ...] = (
+    (
+        "password_hash",
+        _crypt_hash,
+        (
+            "root entry from the old box's /etc/shadow: root:{s}:19700:0:99999:7:::",
+            "The admin user's hash in the users table is {s}",
+            "htpasswd line for the staging site: deploy:{s}",
+            "LDAP userPassword for cn=svc-backup: {s}",
+        ),
+    ),
+    ("password_hash", _pwdump_line, ("secretsdump output from DC01:\n{s}", "{s}")),
+    (
+        "service_token",
+        lambda r: r.choice(["hvs.", "hvr."]) + _chars(r, 23, _B62) + r.choice(string.digits),
+        (
+            "export VAULT_TOKEN={s}",
+            "Vault root token from the unseal ceremony: {s}",
+            "X-Vault-Token: {s}",
+        ),
+    ),
+    (
+        "service_token",
+        lambda r: "s." + _chars(r, 23, _B62) + r.choice(string.digits),
+        ("export VAULT_TOKEN={s}", "vault login {s}", "the legacy Vault token is {s}"),
+    ),
+    (
+        "service_token",
+        lambda r: f"{_chars(r, 14, _B62)}.atlasv1.{_chars(r, 67, _B62)}",
+        (
+            'credentials "app.terraform.io" {{ token = "{s}" }}',
+            "TF_TOKEN_app_terraform_io={s}",
+            "Terraform Cloud team token: {s}",
+        ),
+    ),
+    (
+        "service_token",
+        _uuid,
+        (
+            "export CONSUL_HTTP_TOKEN={s}",
+            'curl -H "X-Consul-Token: {s}" http://127.0.0.1:8500/v1/kv/app',
+            "NOMAD_TOKEN={s} nomad job run web.nomad",
+        ),
+    ),
+    (
+        "secret_assignment",
+        lambda r: _chars(r, r.randint(12, 18), _LOWER_DIGITS),
+        (
+            "REACT_APP_WEATHER_KEY={s}",
+            "NEXT_PUBLIC_SUPABASE_ANON_KEY={s}",
+            'VITE_ALGOLIA_ADMIN_KEY="{s}"',
+            "EXPO_PUBLIC_SENTRY_TOKEN={s}",
+            "VUE_APP_ADMIN_PASSWORD={s}",
+        ),
+    ),
+    (
+        "cli_password",
+        _memorable_password,
+        (
+            r"PsExec64.exe \\WS01 -u CORP\Administrator -p {s} cmd.exe",
+            "net user svc_backup {s} /add /domain",
+            "impacket-psexec corp.local/admin:{s}@10.0.4.12",
+            "crackmapexec smb 10.0.4.0/24 -u admin -p {s}",
+            'rpcclient -U "admin%{s}" 10.0.4.12',
+            "PGPASSWORD={s} pg_dump -h db.internal app > app.sql",
+        ),
+    ),
+    (
+        "connection_string_password",
+        _memorable_password,
+        (
+            "jdbc:oracle:thin:report/{s}@db.internal:1521:ORCL",
+            "db.internal:5432:app:app_user:{s}",
+            "Driver={{ODBC Driver 18 for SQL Server}};Server=tcp:db,1433;Uid=sa;Pwd={{{s};x}};",
+        ),
+    ),
+    (
+        "password_assignment",
+        _memorable_password,
+        (
+            "$link = mysqli_connect('db.internal', 'shop', '{s}', 'shop');",
+            'Connection c = DriverManager.getConnection(url, "report", "{s}");',
+            '<add key="SmtpPassword" value="{s}" />',
+            '<entry key="jdbc.password">{s}</entry>',
+        ),
+    ),
+    (
+        "secret_assignment",
+        lambda r: _chars(r, 14, _LOWER_DIGITS),
+        ("  auth_token: {s}", "client_secret: {s}", "secret_key_base: {s}{s}"),
+    ),
+)
+
+# Look-alikes of the families above: prose about hash formats, commands without a password,
+# build variables without a credential, UUIDs and Vault words that are not tokens.
+_V4_NEGATIVES = (
+    "bcrypt hashes start with $2b$ and the cost, as in $2b$12$, then salt and hash.",
+    "sha512-crypt hashes look like $6$<salt>$<hash>; yescrypt ($y$) is the Debian default now.",
+    "Django's default hasher writes pbkdf2_sha256$<iterations>$<salt>$<hash>.",
+    "The argon2 parameters are $argon2id$v=19$m=65536,t=3,p=4$ by default.",
+    "OpenLDAP stores {SSHA} hashes in userPassword; we switched to {ARGON2}.",
+    "SCRAM-SHA-256 is the default password_encryption since PostgreSQL 14.",
+    "awk '{print $1$2$3}' joins the first three columns.",
+    "root:*:19700:0:99999:7::: means the account has no password login.",
+    "Administrator:500:NO PASSWORD*********************:NO PASSWORD*********************:::",
+    "net user administrator /active:no disables the built-in account.",
+    "net user alice * /add prompts for the password.",
+    "Run net user /domain to list the domain accounts.",
+    "psexec.py and secretsdump.py come with impacket; both take -hashes.",
+    "crackmapexec smb 10.0.4.0/24 -u users.txt -p passwords.txt was the spraying test in the pentest.",
+    "PGPASSWORD=$DB_PASSWORD pg_dump -h db.internal app > app.sql",
+    "localhost:5432:*:postgres:* matches every database in ~/.pgpass but holds no password.",
+    "The Consul node 3f2b8c1e-9d4a-4e6b-a7c5-1f0e2d3c4b5a left the cluster at 02:10.",
+    "X-Consul-Token: ${CONSUL_TOKEN} is set by the sidecar.",
+    "Vault tokens start with hvs. or hvb.; legacy ones with s.",
+    "vault status reports Sealed false and HA Mode active.",
+    "Terraform Cloud tokens contain .atlasv1. in the middle.",
+    "REACT_APP_API_URL=https://api.acme.io/v2",
+    "NEXT_PUBLIC_STRIPE_PUBLISHABLE_KEY=pk_live_is the public key, fine in the bundle.",
+    "VITE_CACHE_KEY=assets-v2",
+    "REACT_APP_GOOGLE_MAPS_KEY=${MAPS_KEY}",
+    "auth_token: enabled",
+    "client_secret: required",
+    "jdbc:oracle:thin:@db.internal:1521:ORCL uses the wallet for its password.",
+    '<add key="PasswordPolicy" value="strict" />',
+    '<entry key="db.password">${DB_PASSWORD}</entry>',
+    "$pdo = new PDO($dsn, $user, getenv('DB_PASS'));",
+)
+
+
 def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     """Fake credentials in memory-like sentences: ``(text, expected kind)``, four or more per kind."""
     rng = random.Random(seed)
-    return _fill(_POSITIVES, rng, _PER_KIND) + list(_FIXED) + _fill(hiding.POSITIVES, rng, 2)
+    samples = _fill(_POSITIVES, rng, _PER_KIND) + list(_FIXED) + _fill(hiding.POSITIVES, rng, 2)
+    return samples + _fill(_V4_POSITIVES, random.Random(seed + 4), 2)
 
 
 def _fill(families: tuple[_Family, ...], rng: random.Random, per_family: int) -> list[tuple[str, str]]:
@@ -1271,6 +1435,7 @@ def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
         *_PROSE_OTHER,
         *_COMMAND_LINES,
         *hiding.NEGATIVES,
+        *_V4_NEGATIVES,
     ]
     for template in _CODE_TEMPLATES:
         samples.extend(template(rng) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))

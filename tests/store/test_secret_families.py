@@ -22,6 +22,7 @@ _B64 = _B62 + "+/"
 _LOWER36 = string.ascii_lowercase + string.digits
 _UPPER36 = string.ascii_uppercase + string.digits
 _HEX = "0123456789abcdef"
+_CRYPT = "./" + string.digits + string.ascii_uppercase + string.ascii_lowercase
 
 
 def _random(n: int, alphabet: str = _B62, seed: int = 7) -> str:
@@ -172,6 +173,123 @@ FAMILIES: list[tuple[str, str, str]] = [
         "an unsigned JWT",
         f"{_UNSIGNED_HEADER}.{_PAYLOAD}.",
         f"{_UNSIGNED_HEADER} is how an unsigned header starts",
+    ),  # Fourth round: generic assignments in more places, command lines, connection strings,
+    # HashiCorp tokens, front-end build variables and password hashes.
+    (
+        "a compound name after a YAML colon",
+        f"  auth_token: {_random(16, _LOWER36, seed=26)}",
+        "  auth_token: enabled",
+    ),
+    (
+        "Rails' secret_key_base",
+        f"secret_key_base: {_random(64, _HEX, seed=27)}",
+        "secret_key_base: <%= ENV['SKB'] %>",
+    ),
+    (
+        ".NET appSettings",
+        '<add key="SmtpPassword" value="Harbour!Light7" />',
+        '<add key="PasswordPolicy" value="strict" />',
+    ),
+    (
+        "Java properties in XML",
+        '<entry key="jdbc.password">Harbour!Light7</entry>',
+        '<entry key="jdbc.password">${JDBC_PASSWORD}</entry>',
+    ),
+    (
+        "a password as a connection call's argument",
+        "$db = mysqli_connect('db.internal', 'shop', 'Harbour!Light7', 'shop');",
+        "$db = mysqli_connect('db.internal', 'shop', getenv('DB_PASS'), 'shop');",
+    ),
+    (
+        "PsExec as Windows writes it",
+        r"PsExec64.exe \\WS01 -u CORP\Administrator -p Harbour!Light7 cmd.exe",
+        r"PsExec64.exe \\WS01 -u CORP\Administrator cmd.exe (it asks for the password)",
+    ),
+    ("net user", "net user svc_backup Harbour!Light7 /add", "net user alice * /add"),
+    (
+        "impacket",
+        "impacket-psexec corp.local/admin:Harbour!Light7@10.0.4.12",
+        "impacket-psexec -hashes :<nt hash> corp.local/admin@10.0.4.12",
+    ),
+    (
+        "a Samba user%password",
+        'rpcclient -U "admin%Harbour!Light7" 10.0.4.12',
+        "rpcclient -U admin 10.0.4.12",
+    ),
+    (
+        "PGPASSWORD for one command",
+        "PGPASSWORD=secret psql -h db.internal -U app",
+        "PGPASSWORD=$DB_PASSWORD psql -h db.internal -U app",
+    ),
+    (
+        "an Oracle JDBC URL",
+        "jdbc:oracle:thin:report/Harbour!Light7@db.internal:1521:ORCL",
+        "jdbc:oracle:thin:@db.internal:1521:ORCL",
+    ),
+    (
+        "a .pgpass line",
+        "~/.pgpass on the runner:\ndb.internal:5432:app:app_user:Harbour!Light7",
+        "~/.pgpass on the runner:\nlocalhost:5432:*:postgres:*",
+    ),
+    (
+        "an ODBC password in braces",
+        "Driver={ODBC Driver 18 for SQL Server};Server=db;Uid=sa;Pwd={Lx;9!vQ#2m};",
+        "Driver={ODBC Driver 18 for SQL Server};Server=db;Trusted_Connection=yes;",
+    ),
+    (
+        "a Vault service token without its index",
+        f"export VAULT_TOKEN=hvs.{_random(23, seed=28)}7",
+        f"export VAULT_TOKEN=hvs.{'x' * 24}",
+    ),
+    (
+        "a legacy Vault token",
+        f"vault login s.{_random(23, seed=29)}7",
+        "Vault writes legacy tokens as s. and 24 characters",
+    ),
+    (
+        "a Terraform Cloud token",
+        f"{_random(14, seed=30)}.atlasv1.{_random(67, seed=31)}",
+        "Terraform Cloud tokens have .atlasv1. in the middle",
+    ),
+    (
+        "a Nomad ACL token on its command line",
+        f"nomad job run -token {_UUID} web.nomad",
+        "nomad job run -token 00000000-0000-0000-0000-000000000000 web.nomad",
+    ),
+    (
+        "a credential in a front-end build variable",
+        f"REACT_APP_WEATHER_KEY={_random(12, _LOWER36, seed=32)}",
+        "REACT_APP_WEATHER_URL=https://api.weather.example/v2",
+    ),
+    (
+        "a bcrypt hash",
+        f"admin hash: $2b$12${_random(53, _CRYPT, seed=33)}",
+        "bcrypt hashes start with $2b$12$ (the cost), then salt and hash",
+    ),
+    (
+        "an /etc/shadow line",
+        f"root:$6$rounds=656000${_random(16, _CRYPT, seed=34)}${_random(86, _CRYPT, seed=35)}:19700:0:99999:7:::",
+        "root:*:19700:0:99999:7:::",
+    ),
+    (
+        "an Argon2 hash",
+        f"$argon2id$v=19$m=65536,t=3,p=4${_random(22, _B64, seed=36)}${_random(43, _B64, seed=37)}",
+        "Argon2 defaults: $argon2id$v=19$m=65536,t=3,p=4$",
+    ),
+    (
+        "a Django password hash",
+        f"pbkdf2_sha256$870000${_random(22, seed=38)}${_random(43, _B64, seed=39)}=",
+        f"Fixed in commit {_random(40, _HEX, seed=40)}: the pbkdf2_sha256 iterations went up",
+    ),
+    (
+        "an LDAP salted SHA",
+        f"htpasswd line: deploy:{{SSHA}}{_random(32, _B64, seed=41)}",
+        "userPassword: {SSHA} is what OpenLDAP writes by default",
+    ),
+    (
+        "a pwdump line",
+        f"secretsdump output:\nsvc_backup:1104:aad3b435b51404eeaad3b435b51404ee:{_random(32, _HEX, seed=42)}:::",
+        "secretsdump output:\nAdministrator:500:NO PASSWORD*********************:NO PASSWORD*********************:::",
     ),
 ]
 

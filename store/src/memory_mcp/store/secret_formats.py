@@ -1,4 +1,5 @@
-"""Vendor token formats recognised by their prefix: the data behind the prefix rules of `secrets`.
+"""Vendor token formats recognised by their prefix, and password-hash formats recognised by their
+scheme tag: the data behind the prefix and hash rules of `secrets`.
 
 Each entry is a service's published token format: a literal prefix, exactly as the vendor writes
 it, and the shape of what follows. `secrets` compiles the entries of each kind into one rule that
@@ -31,6 +32,7 @@ class TokenFormat:
 _B64URL = r"[A-Za-z0-9_-]"
 # GitLab's routable tokens end in ``.<2 characters>.<7 characters>`` after the random part.
 _GITLAB_BODY = _B64URL + r"{20,}(?:\.[0-9a-z]{2}\.?[0-9a-z]{7})?"
+_VAULT_SHORT = r"(?=[A-Za-z]*[0-9])[A-Za-z0-9]{24}"
 
 TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     # GitLab: every token type has a prefix of its own (GitLab's "token overview").
@@ -81,9 +83,18 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat("service_token", "Heroku", "HRKU-AA", _B64URL + "{58}"),
     TokenFormat("service_token", "AWS AppSync API key", "da2-", r"[a-z0-9]{26}"),
     TokenFormat("service_token", "Octopus Deploy", "API-", r"[A-Z0-9]{26}"),
+    # HashiCorp Vault (1.10+, "Tokens" in Vault's docs): ``hvs.`` service, ``hvb.`` batch and ``hvr.``
+    # recovery tokens. With server-side consistent tokens a service token carries its index and runs
+    # to 90+ characters; without them the body is 24 base62 characters (random, so with a digit).
     *(
         TokenFormat("service_token", "HashiCorp Vault", prefix, body)
-        for prefix, body in (("hvs.", _B64URL + "{90,120}"), ("hvb.", _B64URL + "{138,300}"))
+        for prefix, body in (
+            ("hvs.", _B64URL + "{90,120}"),
+            ("hvr.", _B64URL + "{90,120}"),
+            ("hvb.", _B64URL + "{138,300}"),
+            ("hvs.", _VAULT_SHORT),
+            ("hvr.", _VAULT_SHORT),
+        )
     ),
     TokenFormat("service_token", "OpenShift user token", "sha256~", _B64URL + "{43}"),
     TokenFormat("service_token", "Pulumi", "pul-", r"[a-f0-9]{40}"),
@@ -169,5 +180,74 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     *(
         TokenFormat("service_token", "42 intranet client secret", prefix, r"[a-f0-9]{64}")
         for prefix in ("s-s4t2ud-", "s-s4t2af-")
+    ),
+)
+
+
+@dataclass(frozen=True)
+class HashFormat:
+    """A password hash as the scheme writes it: ``opening`` is the literal it starts with, in lowercase
+    (`secrets` looks for it before trying ``pattern``, which starts there)."""
+
+    scheme: str
+    opening: tuple[str, ...]
+    pattern: str
+
+
+# The crypt alphabet (``./0-9A-Za-z``) and standard base64, as the schemes below write salts and hashes.
+_CRYPT = r"[./A-Za-z0-9]"
+_BASE64 = r"[A-Za-z0-9+/]"
+
+# Password hashes in the formats that store them (crypt(5), passlib, Django, Werkzeug, LDAP, PostgreSQL):
+# a hash is cracked offline at the speed of the attacker's hardware, so it is kept like the password.
+# Each format has a scheme tag of its own (``$2b$``, ``$argon2id$``, ``pbkdf2_sha256$``) and a hash
+# of a fixed length or alphabet after its salt, which bare hex digests (git SHAs, checksums) lack.
+PASSWORD_HASH_FORMATS: tuple[HashFormat, ...] = (
+    HashFormat("bcrypt", ("$2",), r"\$2[abxy]?\$\d\d\$" + _CRYPT + "{53}"),
+    HashFormat("md5-crypt", ("$1$",), r"\$1\$" + _CRYPT + r"{0,8}\$" + _CRYPT + "{22}"),
+    HashFormat("Apache MD5 (apr1)", ("$apr1$",), r"\$apr1\$" + _CRYPT + r"{0,8}\$" + _CRYPT + "{22}"),
+    HashFormat("sha256-crypt", ("$5$",), r"\$5\$(?:rounds=\d+\$)?" + _CRYPT + r"{0,16}\$" + _CRYPT + "{43}"),
+    HashFormat("sha512-crypt", ("$6$",), r"\$6\$(?:rounds=\d+\$)?" + _CRYPT + r"{0,16}\$" + _CRYPT + "{86}"),
+    HashFormat(
+        "yescrypt", ("$y$", "$gy$"), r"\$g?y\$" + _CRYPT + r"+\$" + _CRYPT + r"{0,86}\$" + _CRYPT + "{43}"
+    ),
+    HashFormat("scrypt (crypt)", ("$7$",), r"\$7\$" + _CRYPT + r"{11,}\$" + _CRYPT + "{43}"),
+    HashFormat("sha1-crypt", ("$sha1$",), r"\$sha1\$\d+\$" + _CRYPT + r"{0,64}\$" + _CRYPT + "{28}"),
+    HashFormat(
+        "Argon2",
+        ("$argon2",),
+        r"\$argon2(?:id|i|d)\$(?:v=\d+\$)?m=\d+,t=\d+,p=\d+\$" + _BASE64 + r"{8,}\$" + _BASE64 + "{16,}",
+    ),
+    HashFormat(
+        "scrypt (passlib)",
+        ("$scrypt$",),
+        r"\$scrypt\$ln=\d+,r=\d+,p=\d+\$[A-Za-z0-9+/.]{8,}\$[A-Za-z0-9+/.]{16,}",
+    ),
+    HashFormat(
+        "PBKDF2 (passlib)",
+        ("$pbkdf2",),
+        r"\$pbkdf2(?:-sha(?:256|512))?\$\d+\$" + _CRYPT + r"+\$" + _CRYPT + "{27,}",
+    ),
+    HashFormat(
+        "PBKDF2 (Django)",
+        ("pbkdf2_sha",),
+        r"pbkdf2_sha(?:1|256)\$\d+\$[A-Za-z0-9]+\$" + _BASE64 + "{27,}={0,2}",
+    ),
+    HashFormat(
+        "Werkzeug",
+        ("pbkdf2:sha", "scrypt:"),
+        r"(?:pbkdf2:sha(?:1|256|512)(?::\d+)?|scrypt:\d+:\d+:\d+)\$[A-Za-z0-9]{8,}\$[0-9a-f]{40,}",
+    ),
+    HashFormat(
+        "LDAP userPassword",
+        ("{ssha", "{sha", "{smd5", "{md5", "{pbkdf2"),
+        r"\{(?i:ssha(?:256|384|512)?|sha(?:256|384|512)?|smd5|md5|pbkdf2(?:-sha\d+)?)\}"
+        + _BASE64
+        + "{20,}={0,2}",
+    ),
+    HashFormat(
+        "PostgreSQL SCRAM verifier",
+        ("scram-sha-",),
+        r"(?i:scram-sha-256)\$\d+:" + _BASE64 + r"+={0,2}\$" + _BASE64 + r"+={0,2}:" + _BASE64 + "+={0,2}",
     ),
 )

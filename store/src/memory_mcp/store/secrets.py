@@ -49,7 +49,11 @@ Rules
    key's name) it is a test key, refused for the same reasons as the documented examples.
    Also Docker registry ``"auth"`` values (base64 of ``user:password``), an Azure storage key (88
    characters of base64) after the name of one, on its line or the next, Tableau token secrets
-   (``<22>==:<32>``), MaxMind license keys (``..._mmk``) and a UUID after ``Bearer``.
+   (``<22>==:<32>``), MaxMind license keys (``..._mmk``) and a UUID after ``Bearer``. HashiCorp:
+   Vault tokens (``hvs.``/``hvr.`` with 24 random characters or 90+, ``hvb.``; the legacy ``s.``/``b.``
+   and 24 only after a Vault word), Terraform Cloud tokens (``<14>.atlasv1.<60-70>``), and Consul and
+   Nomad ACL tokens, UUIDs, after their header or variable name (``X-Consul-Token``, ``NOMAD_TOKEN``)
+   or ``-token`` on their own command line.
 2. **Structural formats**: JWTs (three base64url segments whose header decodes to a JSON object with
    ``alg``; without the signature, the payload must decode to a JSON object too), PEM private-key
    blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material, also on quoted or commented
@@ -57,7 +61,12 @@ Rules
    same block base64-encoded once more (``LS0tLS1CRUdJTi...``, as Kubernetes Secret data holds it),
    URLs with a password in the user-info part (``postgres://user:pw@host``, ``redis://:pw@host``),
    ``Authorization: Basic <base64 user:password>``, ``curl -u user:password`` and
-   ``Bearer <token>``.
+   ``Bearer <token>``; Oracle JDBC URLs (``jdbc:oracle:thin:USER/PASSWORD@host``), ``.pgpass`` lines
+   (``host:port:db:user:password``) and ODBC passwords in braces (``Pwd={pa;ss}``). **Password
+   hashes** in the formats that store them (`secret_formats.PASSWORD_HASH_FORMATS`: bcrypt, md5-,
+   sha256- and sha512-crypt, apr1, yescrypt, Argon2, scrypt, PBKDF2 as passlib, Django and Werkzeug
+   write it, LDAP ``{SSHA}``, PostgreSQL SCRAM verifiers) and pwdump lines (``user:RID:LM:NT:::``):
+   a hash is cracked offline at the attacker's speed, so it is kept like the password it hides.
 3. **Command lines**: the value of a password flag after its own tool (``sshpass -p``, ``mysql
    -pVALUE``, ``redis-cli -a``, ``docker login -p``, ``ldapsearch -w``, ``openssl -passin pass:``,
    ``keytool -storepass``, ``smbclient -U user%pw``, ...) and long flags of any tool (``--password X``,
@@ -66,7 +75,10 @@ Rules
    ports (``-P 3306``) and prose ("redis-cli -a option is deprecated") are not. Positional and
    Windows-style passwords too: ``net use ... PASSWORD /user:``, ``htpasswd -b FILE USER PASSWORD``,
    ``sqlplus USER/PASSWORD``, ``echo USER:PASSWORD | chpasswd``, ``xfreerdp /p:``, ``wmic /password:``,
-   and ``SSHPASS=`` before ``sshpass -e``.
+   ``net user NAME PASSWORD /add``, impacket's ``DOMAIN/USER:PASSWORD@HOST``, ``-p`` of PsExec (as
+   Windows writes it, ``PsExec64.exe``), crackmapexec, evil-winrm and the like, ``-U USER%PASSWORD``
+   of the Samba tools, and ``SSHPASS=``/``PGPASSWORD=``/``MYSQL_PWD=`` set for the one command that
+   reads it.
 4. **Assignments**: a credential-like name (``password``, ``passwd``, ``pwd``, ``pw``, ``pass``,
    ``passphrase``, ``Passwort``, ``Kennwort``, ``mot de passe``, ``mdp``, ``contraseña``, ``clave``,
    ``senha``, ``palavra-passe``, ``wachtwoord``, ``parola d'ordine``, ``hasło``, ``lösenord``,
@@ -78,7 +90,13 @@ Rules
    quoted value of four to eight words after ``=`` (not ``:``) is a passphrase. Keys in camelCase
    (``fastlyKey = "<random>"``; not ``cacheKey``), XML elements named after a credential
    (``<password>X</password>``, Jenkins' ``<secret>{AQAAABAAAA...}</secret>``) and a name and value
-   as two string literals (``Header.Set("X-Api-Key", "...")``, ``{ "AccountKey", "..." }``) too.
+   as two string literals (``Header.Set("X-Api-Key", "...")``, ``{ "AccountKey", "..." }``) too, and
+   as XML attributes (``<add key="SmtpPassword" value="..."/>``, ``<entry key="db.password">...``); a
+   literal password as the third argument of a connection call (``mysqli_connect``, ``new PDO``,
+   ``DriverManager.getConnection``); front-end build variables named after a credential
+   (``REACT_APP_``, ``NEXT_PUBLIC_``, ``VITE_``, ``EXPO_PUBLIC_``, ``VUE_APP_``, ...: shipped to every
+   browser); after the colon of a compound name (``auth_token: ...``, YAML rather than prose) a value
+   of 8+ characters with a letter and a digit or a symbol.
    The prose forms "the password is X" in those languages ("das Passwort lautet X",
    "le mot de passe est X", "la contraseña es X", "het wachtwoord is X", "hasło do bazy to X", ...),
    a password word right before a value ("Passwort Sommer2024!"), "login: user / password", and
@@ -106,7 +124,8 @@ What does *not* count as a secret (so that notes *about* credentials can be save
   ``password``, ``secret``, ...): they are public knowledge, and runbook notes such as "the local
   compose file uses postgres:postgres" are worth keeping. On a command line only the product defaults
   (``root``, ``admin``, ...) pass; ``secret`` and ``password`` typed after ``-p`` are passwords.
-- **Bare identifiers**: git SHAs, hashes and digests (pure hex), UUIDs, ticket ids, version strings,
+- **Bare identifiers**: git SHAs, digests and checksums (pure hex; a password hash is refused only in
+  a hashing scheme's own format), UUIDs, ticket ids, version strings,
   error codes and colour codes are never flagged on their own, even next to the word "key"; hex
   values are flagged only when assigned to a credential name (``token=<40 hex>``) or next to the
   word Twilio.
@@ -152,7 +171,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .keys import KEY_SCHEME, PREFIX_LEN
-from .secret_formats import TOKEN_FORMATS
+from .secret_formats import PASSWORD_HASH_FORMATS, TOKEN_FORMATS
 
 
 @dataclass(frozen=True)
@@ -204,6 +223,7 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
     SecretKind("webhook_url", "a webhook or API URL with its secret in the path or a key parameter"),
     SecretKind("jwt", "a JSON Web Token"),
     SecretKind("private_key", "a private key"),
+    SecretKind("password_hash", "a password hash (crackable offline)"),
     SecretKind("connection_string_password", "a connection string with an embedded password"),
     SecretKind("basic_auth", "HTTP basic-auth credentials"),
     SecretKind("bearer_token", "a bearer token"),
@@ -853,11 +873,18 @@ def _passphrase(value: str) -> bool:
     )
 
 
+def _config_value(value: str) -> bool:
+    """An unquoted value after the colon of a compound name (``auth_token: q8w7e6r5t4y3u2i1``): YAML,
+    not prose, so 8+ characters with a letter and a digit or a symbol inside are enough."""
+    return len(value) >= 8 and _password_like(value)
+
+
 def _assignment(after_colon: Callable[[str], bool], *, passphrase: bool = False) -> _Check:
     """An assignment: explicit (``=``) and quoted values need `_assigned_value_is_secret`; after an
-    unquoted colon, which prose uses too, the value must pass `after_colon`. With `passphrase`, a
-    quoted value of words after ``=`` (not after a colon: JSON and YAML hold messages that way,
-    ``{"password": "too short"}``) is a passphrase."""
+    unquoted colon, which prose uses too, the value must pass `after_colon`, or `_config_value` when
+    the name is compound (``client_secret``, ``db.token``, ``authToken``: no sentence names a thing
+    so). With `passphrase`, a quoted value of words after ``=`` (not after a colon: JSON and YAML hold
+    messages that way, ``{"password": "too short"}``) is a passphrase."""
 
     def check(match: re.Match[str]) -> bool:
         value, quoted = _unquote(match.group("v"))
@@ -873,7 +900,9 @@ def _assignment(after_colon: Callable[[str], bool], *, passphrase: bool = False)
             if passphrase and quoted and separator != ":" and _passphrase(value):
                 return True
             return _assigned_value_is_secret(value)
-        return after_colon(value)
+        start = match.start()
+        compound = start > 0 and (match.string[start - 1].isalnum() or match.string[start - 1] in "_-.")
+        return after_colon(value) or (compound and _config_value(value))
 
     return check
 
@@ -1045,8 +1074,10 @@ _CLI_PASSWORD_FLAGS: tuple[tuple[str, str], ...] = (
     (r"zip|unzip", r"-P[ \t]+"),
     (r"7z|7za|7zr|rar|unrar", r"-p"),
     (r"sqlcmd|bcp|ipmitool", r"-P[ \t]+"),
-    (r"psexec|psexec64|paexec|rdesktop", r"-p[ \t]+"),
-    (r"smbclient", r"-U[ \t]+[^\s%]+%"),
+    (r"(?i:psexec|psexec64|paexec)(?:\.exe)?|rdesktop", r"-p[ \t]+"),
+    # Windows remoting and audit tools that take ``-u USER -p PASSWORD`` the same way.
+    (r"crackmapexec|cme|netexec|nxc|evil-winrm|smbmap|hydra|medusa", r"-p[ \t]+"),
+    (r"smbclient|rpcclient|winexe|smbcacls|smbget|net", r"-U[ \t]+[^\s%]+%"),
     (r"openssl", r"-(?:pass(?:in|out|word)?|k)[ \t]+pass:"),
     (r"keytool|jarsigner", r"-(?:src|dest|new)?(?:store|key)?pass[ \t]+"),
 )
@@ -1263,6 +1294,47 @@ def _positional_password(match: re.Match[str]) -> bool:
     return _typed_password(_unquote(value)[0])
 
 
+# More commands that take a password in a place of their own; each is tried only where its command
+# starts (`_Rule.anchors`), so a text that merely says "network" or "setup.py" costs one lookup.
+_TYPED_PASSWORD_COMMANDS: tuple[tuple[re.Pattern[str], tuple[str, ...], tuple[str, ...]], ...] = (
+    # net user NAME PASSWORD [/add]: the password comes last on its line or before a switch.
+    (
+        re.compile(
+            r"net[ \t]+user[ \t]+(?:\"[^\"\n]+\"|[^\s/\"]+)[ \t]+(?P<v>\"[^\"\n]+\"|[^\s/*\"]\S*)(?=[ \t]+/\w|[ \t]*$)",
+            re.IGNORECASE | re.MULTILINE,
+        ),
+        ("net user",),
+        ("net",),
+    ),
+    # impacket: psexec.py DOMAIN/USER:PASSWORD@HOST (impacket-psexec, wmiexec.py, secretsdump.py, ...).
+    (
+        re.compile(
+            r"(?:impacket-[a-z]+|(?:psexec|smbexec|wmiexec|atexec|dcomexec|secretsdump|mssqlclient|smbclient|"
+            r"lookupsid|getuserspns|getnpusers|gettgt|getst|rpcdump|samrdump)\.py)(?:[ \t]+-\S+)*[ \t]+"
+            r"['\"]?(?:[\w.-]+/)?[\w.$-]+:(?P<v>[^\s@'\"]+)@",
+            re.IGNORECASE,
+        ),
+        ("impacket-", ".py"),
+        (
+            "impacket-", "psexec.py", "smbexec.py", "wmiexec.py", "atexec.py", "dcomexec.py", "secretsdump.py",
+            "mssqlclient.py", "smbclient.py", "lookupsid.py", "getuserspns.py", "getnpusers.py", "gettgt.py",
+            "getst.py", "rpcdump.py", "samrdump.py",
+        ),
+    ),
+    # PGPASSWORD=X psql, MYSQL_PWD=X mysql: the variable set for the one command that reads it.
+    (
+        re.compile(
+            r"(?:pgpassword|mysql_pwd|rediscli_auth|sshpass)=(?P<v>\"[^\"\n]+\"|'[^'\n]+'|[^\s'\"]+)[ \t]+"
+            r"(?:[A-Z_]+=\S*[ \t]+)*(?:psql|pg_\w+|createdb|dropdb|vacuumdb|pgbench|mysql\w*|mariadb\w*|"
+            r"redis-cli|sshpass)\b",
+            re.IGNORECASE,
+        ),
+        ("pgpassword=", "mysql_pwd=", "rediscli_auth=", "sshpass="),
+        ("pgpassword=", "mysql_pwd=", "rediscli_auth=", "sshpass="),
+    ),
+)  # fmt: skip
+
+
 # Webhook URLs whose path is the secret: a random segment after /hooks/, /webhooks/ (Mattermost,
 # Rocket.Chat, Gitea, n8n, ...), Zapier's catch hooks and IFTTT's maker key; and URLs that carry a
 # key, token or signature as a query parameter.
@@ -1472,6 +1544,127 @@ def _docker_auth(match: re.Match[str]) -> bool:
     return bool(separator and user) and len(password) >= 4 and not _is_placeholder(password)
 
 
+# ---------------------------------------------------------------------------------------------
+# Password hashes, HashiCorp tokens, front-end build variables, connection calls and files
+# ---------------------------------------------------------------------------------------------
+
+# Password hashes (`secret_formats.PASSWORD_HASH_FORMATS`): one pattern, tried where a scheme's tag
+# starts. The hash must not be a mask or a stand-in; ``.`` is part of the crypt alphabet, so an
+# ellipsis inside one (``$apr1$r31.....$``) is salt, not an omission.
+_PASSWORD_HASH = re.compile(
+    "(?:" + "|".join(f"(?:{f.pattern})" for f in PASSWORD_HASH_FORMATS) + r")(?![A-Za-z0-9+/.=])"
+)
+# Where a hash may start: its tag, or just the ``$`` or ``{`` it opens with (one lookup instead of a
+# dozen: the pattern fails at once on any other ``$``).
+_PASSWORD_HASH_OPENINGS = tuple(
+    sorted({o[0] if o[0] in "${" else o for f in PASSWORD_HASH_FORMATS for o in f.opening})
+)
+_HASH_STAND_IN = _markers(tuple(m for m in _PLACEHOLDER_MARKERS if "." not in m and m != "\u2026"))
+# A Windows account dumped as pwdump writes it (``user:RID:LM hash:NT hash:::``), one per line.
+_PWDUMP = re.compile(r"(?m:^)[ \t]*[^:\s]{1,64}:\d{1,10}:[0-9A-Fa-f]{32}:(?P<v>[0-9A-Fa-f]{32}):::")
+
+
+def _password_hash(match: re.Match[str]) -> bool:
+    """The hash part (the longest field) of a password hash is not a mask or a stand-in."""
+    digest = max(re.split(r"[$:{}]", match.group()), key=len)
+    return len(set(digest)) >= 8 and _HASH_STAND_IN.search(digest) is None
+
+
+# Legacy Vault tokens (before 1.10: ``s.`` service, ``b.`` batch, 24 base62 characters) have no
+# prefix of their own to speak of: they count after a Vault word (``VAULT_TOKEN``, ``X-Vault-Token``,
+# ``vault login``) on the same line.
+_VAULT_LEGACY = r"vault[^\n]{0,40}?(?<![a-z0-9_.-])(?P<v>[sb]\.[a-z0-9]{24})(?![a-z0-9_.-])"
+# Terraform Cloud / Enterprise API tokens: 14 characters, ``.atlasv1.``, then 60 to 70 more.
+_TERRAFORM_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])(?P<v>[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70})(?![A-Za-z0-9_=-])"
+)
+# Consul and Nomad ACL tokens are UUIDs, so only their header or variable name (or ``-token`` on
+# their own command line) says that a UUID is one.
+_ACL_TOKEN_NAMES = (
+    r"x-(?:consul|nomad)-token|(?:consul|nomad)(?:_http)?(?:_acl)?(?:_master|_agent|_default)?_token"
+)
+_UUID_SOURCE = r"[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}"
+_ACL_TOKEN = (
+    rf"""(?:(?:{_ACL_TOKEN_NAMES})["']?[ \t]*(?::=|=>|=|:)?[ \t]*["']?"""
+    rf"|\b(?:consul|nomad)\b[^\n|;&]{{0,120}}?[ \t]-token[= \t]+[\"']?)(?P<v>{_UUID_SOURCE})(?![0-9a-f-])"
+)
+
+
+def _acl_token(match: re.Match[str]) -> bool:
+    return _varied(match.group("v").replace("-", ""))
+
+
+# Build variables that a front-end bundler puts into the page (Create React App, Next.js, Vite, Expo,
+# Vue CLI, Gatsby, Nuxt): one named after a key, secret, token or password holds a credential that
+# ships to every browser. The value passes the checks of any assignment; publishable keys and site
+# keys (the qualifier before ``KEY``) are public by design.
+_FRONT_END_VARIABLE = (
+    r"(?:react_app|next_public|vite|expo_public|vue_app|gatsby|nuxt_public)_(?P<n>[a-z0-9_]*?)"
+    r"(?:key|secret|token|password|passwd|pass|pwd)" + _NAME_END_AND_SEPARATOR + _ASSIGNED_VALUE
+)
+_FRONT_END_PREFIXES = (
+    "react_app_",
+    "next_public_",
+    "vite_",
+    "expo_public_",
+    "vue_app_",
+    "gatsby_",
+    "nuxt_public_",
+)
+
+
+def _front_end_variable(match: re.Match[str]) -> bool:
+    qualifier = match.group("n").strip("_").rsplit("_", 1)[-1].lower()
+    if qualifier in _NOT_CREDENTIAL_KEYS or match.group("sep") in _COMPARISONS:
+        return False
+    value = _unquote(match.group("v"))[0]
+    return not value.startswith(("pk_", "pk.")) and _assigned_value_is_secret(value)
+
+
+# Connection calls that take the password as their third argument, a literal: ``mysql_connect(host,
+# user, password)``, ``mysqli_connect``/``new mysqli``, ``new PDO(dsn, user, password)``,
+# ``DriverManager.getConnection(url, user, password)``.
+_ARGUMENT = r"""(?:"[^"\n]*"|'[^'\n]*'|[\w$.]+)"""
+_CONNECT_CALL = re.compile(
+    r"(?:\bmysqli?_connect|\bnew[ \t]+(?:mysqli|PDO)|\bgetConnection)[ \t]*\([ \t]*"
+    rf"{_ARGUMENT}[ \t]*,[ \t]*{_ARGUMENT}[ \t]*,[ \t]*(?P<v>\"[^\"\n]{{1,200}}\"|'[^'\n]{{1,200}}')"
+)
+# Configuration as XML attributes: ``<add key="DbPassword" value="..."/>`` (.NET appSettings),
+# ``<property name="password" value="..."/>`` (Spring, Hibernate), ``<entry key="db.password">...``
+# (Java properties in XML). A key or token needs a random or key-shaped value, as in `_literal_pair`.
+_XML_NAMED_VALUE = (
+    r"""(?:key|name)[ \t]*=[ \t]*(?P<q>["'])[a-z0-9_.:-]*?(?P<n>passwor[dt]|passwd|pwd|secret|token|"""
+    r"""api[_.-]?key|(?:access|account|private|secret|auth|subscription|client)[_.-]?(?:key|secret))(?P=q)"""
+    r"""(?:[ \t]+value[ \t]*=[ \t]*(?P<v>"[^"\n]{1,2000}"|'[^'\n]{1,2000}')|[ \t]*>(?P<t>[^<\n]{1,2000})<)"""
+)
+
+
+def _xml_named_value(match: re.Match[str]) -> bool:
+    value = match.group("t") if match.group("v") is None else _unquote(match.group("v"))[0]
+    if not _assigned_value_is_secret(value.strip()):
+        return False
+    name = match.group("n").lower()
+    return name.startswith("p") or _token_shaped(value) or _key_shaped(value)
+
+
+# ODBC quotes a value that holds ``;`` in braces: ``Pwd={pa;ss}``.
+_ODBC_BRACED = r"(?<![a-z0-9_])(?:pwd|password)[ \t]*=[ \t]*\{(?P<v>[^{}\n]{1,200})\}"
+# Oracle's JDBC URL keeps the SQL*Plus form: ``jdbc:oracle:thin:USER/PASSWORD@host:1521:SID``.
+_ORACLE_JDBC = re.compile(r"jdbc:oracle:(?:thin|oci8?|kprb):[\w$#.-]+/(?P<v>[^\s@/\"']+)@", re.IGNORECASE)
+# A ``.pgpass`` line: ``hostname:port:database:username:password``, the whole line.
+# The pattern starts at the port (a literal ``:`` is searched for quickly); `_pgpass_line` reads the
+# host back to the start of the line.
+_PGPASS_LINE = re.compile(r":(?:\d{1,5}|\*):[\w.*-]+:[A-Za-z*][\w.*@-]*:(?P<v>\S+)[ \t]*(?m:$)")
+_PGPASS_HOST = re.compile(r"[ \t]*(?=[^:\n]*[A-Za-z.*])(?:[\w.*-]+|\[[0-9A-Fa-f:]+\])")
+
+
+def _pgpass_line(match: re.Match[str]) -> bool:
+    text, start = match.string, match.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    host = _PGPASS_HOST.fullmatch(text, line_start, start)
+    return host is not None and _assigned_value_is_secret(match.group("v"))
+
+
 _RULES: tuple[_Rule, ...] = (
     # This project's own keys (``store/keys.py``): ``mmk_<prefix>_<secret>``.
     _Rule(
@@ -1636,6 +1829,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _prefix_rule("service_token"),
     _Rule("service_token", _TELEGRAM, _value(_varied), hints=(":aa",), not_after=_WORD_DASH),
+    _any_case("service_token", _VAULT_LEGACY, _value(lambda v: _opaque_token(v[2:])), anchors=("vault",)),
+    _Rule("service_token", _TERRAFORM_TOKEN, _value(_varied), hints=(".atlasv1.",)),
+    _any_case("service_token", _ACL_TOKEN, _acl_token, hints=("consul", "nomad")),
     _Rule("service_token", _MAILCHIMP, hints=("-us",), in_tokens=True),
     _Rule("service_token", _TABLEAU, _value(_varied), hints=("==:",)),
     _Rule("service_token", _MAXMIND, _value(_varied), hints=("_mmk",), in_tokens=True),
@@ -1708,6 +1904,16 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/=\r\n]{100,}"),
         hints=("b3blbnnzac1rzxktdje",),
     ),
+    # Password hashes: crypt(5) and its kin, then pwdump lines.
+    # A digit may come right before a tag: Django writes ``argon2$argon2id$...``.
+    _Rule(
+        "password_hash",
+        _PASSWORD_HASH,
+        _password_hash,
+        not_after=string.ascii_letters + "_",
+        anchors=_PASSWORD_HASH_OPENINGS,
+    ),
+    _Rule("password_hash", _PWDUMP, _value(lambda v: len(set(v.lower())) >= 8), hints=(":::",)),
     _Rule("webhook_url", _HOOK_URL, _hook_url, hints=("/hooks/", "/webhook", "/catch/", "/key/")),
     _Rule("webhook_url", _URL_SECRET_PARAM, _url_secret_param, hints=("?", "&")),
     _Rule(
@@ -1716,6 +1922,11 @@ _RULES: tuple[_Rule, ...] = (
         _url_userinfo,
         hints=("://",),
     ),
+    _Rule(
+        "connection_string_password", _ORACLE_JDBC, _value(_assigned_value_is_secret), hints=("jdbc:oracle:",)
+    ),
+    _Rule("connection_string_password", _PGPASS_LINE, _pgpass_line),
+    _any_case("connection_string_password", _ODBC_BRACED, _value(_assigned_value_is_secret), hints=("={",)),
     _any_case(
         "basic_auth",
         rf"authorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<v>{_B64}{{8,}}={{0,2}})",
@@ -1745,6 +1956,17 @@ _RULES: tuple[_Rule, ...] = (
         _POSITIONAL_PASSWORD,
         _positional_password,
         hints=("htpasswd", "sqlplus", "chpasswd", "freerdp", "wmic", "cmdkey", "schtasks", "runas"),
+    ),
+    *(
+        _Rule(
+            "cli_password",
+            pattern,
+            _value(lambda v: _typed_password(_unquote(v)[0])),
+            hints=hints,
+            not_after=_WORD,
+            anchors=anchors,
+        )
+        for pattern, hints, anchors in _TYPED_PASSWORD_COMMANDS
     ),
     _Rule("cli_password", _CLI_LONG_FLAG, _cli_long_flag, not_after=_WORD_DASH),
     _any_case(
@@ -1791,9 +2013,19 @@ _RULES: tuple[_Rule, ...] = (
             "acesso",
         ),
     ),
+    _any_case("secret_assignment", _FRONT_END_VARIABLE, _front_end_variable, anchors=_FRONT_END_PREFIXES),
+    _Rule(
+        "password_assignment",
+        _CONNECT_CALL,
+        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        anchors=("mysql_connect", "mysqli_connect", "new", "getconnection"),
+    ),
+    _any_case(
+        "secret_assignment", _XML_NAMED_VALUE, _xml_named_value, anchors=("key=", "name=", "key =", "name =")
+    ),
     _any_case(
         "secret_assignment",
-        rf"(?:secrete?|token|credentials?|{_QUALIFIED_KEY}){_NAME_END_AND_SEPARATOR}{_ASSIGNED_VALUE}",
+        rf"(?:secrete?|token|credentials?|secret_key_base|{_QUALIFIED_KEY}){_NAME_END_AND_SEPARATOR}{_ASSIGNED_VALUE}",
         _token_assignment,
         anchors=_SECRET_ANCHORS,
     ),
