@@ -9,7 +9,8 @@ the memory text the answer carries; and for each file how many pieces begin with
 With ``--locomo PATH``, LoCoMo dev conversations (``--conversations N``: the first N) are saved
 turn by turn first and their questions asked through the service too: hit@1/5/10 of what the
 answers show against the store's own top 10, and the answer's tokens against the memory text it
-carries (``includeProfile`` false, as over MCP in bench/locomo.py).
+carries (``includeProfile`` false, as over MCP in bench/locomo.py), and where the tokens beyond
+the memory text go: the lead line, the short ids, the other marks of each line, the trailer.
 
     python -m bench.answers FILE...
     python -m bench.answers /usr/share/doc/libtasn1-doc/libtasn1.pdf /usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf
@@ -40,6 +41,42 @@ from memory_mcp.store import documents, memories, search
 from memory_mcp.store import lean as lean_rules
 from memory_mcp.store.db import Database
 from memory_mcp.store.models import SpaceContext
+
+
+class Spent:
+    """Where an answer's tokens go, summed over answers: the lead line, each line's short id, the
+    rest of each line's marks (quotation mark, category, byline, newline), the memory texts, and
+    what follows the lines (how many more matched). cl100k tokens, each part counted on its own."""
+
+    def __init__(self, enc: Any) -> None:
+        self.enc = enc
+        self.parts: Counter[str] = Counter()
+        self.answers = 0
+
+    def add(self, out: Any, text: str) -> None:
+        count = len(self.enc.encode(text))
+        lead = text.split("\n", 1)[0]
+        memory = sum(len(self.enc.encode(h.content)) for h in out.results)
+        ids = sum(len(self.enc.encode(h.shortId or h.id[:8])) for h in out.results)
+        trailer = len(self.enc.encode(text.split("\n")[-1])) if out.matching > out.count else 0
+        self.parts.update(
+            lead=len(self.enc.encode(lead)),
+            ids=ids,
+            marks=count - len(self.enc.encode(lead)) - ids - memory - trailer,
+            memory=memory,
+            trailer=trailer,
+        )
+        self.answers += 1
+
+    def line(self) -> str:
+        n = max(1, self.answers)
+        memory = max(1, self.parts["memory"])
+        parts = ", ".join(
+            f"{name} {self.parts[name] / n:.1f} (x{self.parts[name] / memory:.3f})"
+            for name in ("lead", "ids", "marks", "trailer")
+        )
+        return f"tokens an answer spends beyond its memory text ({self.parts['memory'] / n:.1f}): {parts}"
+
 
 # Nothing in a manual of ASN.1 or of MIME types answers these.
 NO_MATCH = [
@@ -74,6 +111,7 @@ async def locomo(
     store, lean = Scores("store top 10"), Scores("lean answers (service)")
     floors = {f: Scores(f"floor: relative {f}") for f in (0.3, 0.5, 0.6)}  # the store's top 10, floored
     shown: list[int] = []
+    spent = Spent(enc)
     for conv in conversations:
         ctx = contexts[conv.space]
         vectors = await embed_passages(service.embedder, [t.text for t in conv.turns])  # type: ignore[arg-type]
@@ -110,9 +148,12 @@ async def locomo(
                 ctx.caller, query=q.text, include_profile=False, container_tag=conv.space, limit=K
             )
             lean.add([by_id.get(h.id, "?") for h in out.results], q, sessions)
-            lean.answer_tokens.append(len(enc.encode(render.search(out))))
+            text = render.search(out)
+            lean.answer_tokens.append(len(enc.encode(text)))
             lean.memory_tokens.append(sum(len(enc.encode(h.content)) for h in out.results))
             shown.append(out.count)
+            if out.results:
+                spent.add(out, text)
     print(f"{', '.join(c.sample_id for c in conversations)}: {len(store.ranked)} questions")
     for scores in (store, lean, *floors.values()):
         print(
@@ -124,6 +165,7 @@ async def locomo(
         f"{statistics.mean(lean.answer_tokens):.0f}, max {max(lean.answer_tokens)}; memory text mean "
         f"{statistics.mean(lean.memory_tokens):.0f} (answer x{ratio:.2f} of it)"
     )
+    print(f"  {spent.line()}")
 
 
 async def generated(
@@ -139,6 +181,7 @@ async def generated(
             db, contexts[memory.space], memory.content, memory.category, vector, static_embedding=static
         )
     answer, carried, shown = [], [], []
+    spent = Spent(enc)
     for query in data.queries:
         if query.text is None:
             continue
@@ -152,14 +195,17 @@ async def generated(
             limit=K,
         )
         if out.results:
-            answer.append(len(enc.encode(render.search(out))))
+            text = render.search(out)
+            answer.append(len(enc.encode(text)))
             carried.append(sum(len(enc.encode(h.content)) for h in out.results))
             shown.append(out.count)
+            spent.add(out, text)
     print(
         f"generated: {len(answer)} answers with results, {statistics.mean(shown):.1f} shown on "
         f"average; tokens mean {statistics.mean(answer):.0f}, memory text mean {statistics.mean(carried):.0f} "
         f"(answer x{sum(answer) / max(1, sum(carried)):.2f} of it)"
     )
+    print(f"  {spent.line()}")
 
 
 async def run(
