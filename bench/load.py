@@ -16,6 +16,12 @@ server process and PostgreSQL spent per call during the run (Linux: read from /p
     python -m bench.load [--seconds 8] [--memories 1000] [--clients 1,4,16] [--client python,node]
     python -m bench.load --tools add_memory --client python      # concurrent saves
     python -m bench.load --cold          # before autovacuum's first statistics of the seeded space
+    python -m bench.load --tools search_memory --questions varied   # every search a new question
+
+By default searches ask six fixed questions, whose vectors the embedder's LRU keeps after the first
+call: the figures leave the query's embedding out. ``--questions varied`` asks the generated
+dataset's questions (bench/retrieval_dataset.py, thousands of distinct ones), each at most once by
+the Python client (the Node client picks at random among them), so every search embeds its question.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import statistics
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,10 +164,28 @@ async def seed(base: str, key: str, count: int) -> None:
         await asyncio.gather(*(one(i) for i in range(count)))
 
 
-def argument_choices(tool: str) -> list[dict[str, Any]]:
-    """What each call of ``tool`` may send; a client picks one at random per call."""
+def varied_questions(count: int = 5000) -> list[str]:
+    """Distinct questions of the generated dataset, shuffled."""
+    from bench.retrieval_dataset import build_dataset
+
+    found: dict[str, None] = {}
+    seed = 7
+    while len(found) < count and seed < 40:
+        found.update((q.text, None) for q in build_dataset(seed, 1).queries if q.text is not None)
+        seed += 1
+    questions = list(found)
+    random.Random(5).shuffle(questions)
+    return questions
+
+
+QUESTIONS = {"fixed": lambda: QUERIES, "varied": varied_questions}
+
+
+def argument_choices(tool: str, questions: str = "fixed") -> list[dict[str, Any]]:
+    """What each call of ``tool`` may send; a client picks one at random per call (a search with
+    ``varied`` questions takes the next one instead: see ``arguments``)."""
     if tool == "search_memory":
-        return [{"query": q, "includeProfile": False, "limit": 10} for q in QUERIES]
+        return [{"query": q, "includeProfile": False, "limit": 10} for q in QUESTIONS[questions]()]
     if tool == "listMemories":
         return [{"page": page, "limit": 10} for page in range(1, 6)]
     if tool == "add_memory":
@@ -169,9 +193,15 @@ def argument_choices(tool: str) -> list[dict[str, Any]]:
     return [{}]
 
 
-def arguments(tool: str, choices: list[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
-    """One call's arguments; a save gets a sentence no earlier call saved (a duplicate is a lookup)."""
-    args = dict(rng.choice(choices))
+def arguments(
+    tool: str,
+    choices: list[dict[str, Any]],
+    rng: random.Random,
+    fresh: Iterator[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One call's arguments; a save gets a sentence no earlier call saved (a duplicate is a lookup),
+    and a search with ``fresh`` questions the next of them (no repeats until they run out)."""
+    args = dict(next(fresh) if fresh is not None else rng.choice(choices))
     if tool == "add_memory":
         args["content"] = (
             f"The {rng.choice(TOPICS)} service {rng.choice(VERBS)} {rng.choice(THINGS)} "
@@ -184,7 +214,13 @@ NODE_CLIENT = Path(__file__).parent / "ts" / "load.mjs"
 
 
 async def run_clients(
-    url: str, key: str, tool: str, clients: int, seconds: float, on_start: Callable[[], None] = lambda: None
+    url: str,
+    key: str,
+    tool: str,
+    clients: int,
+    seconds: float,
+    on_start: Callable[[], None] = lambda: None,
+    questions: str = "fixed",
 ) -> list[float]:
     """Latencies (seconds) of ``clients`` Python SDK clients calling ``tool`` in a closed loop.
 
@@ -193,13 +229,14 @@ async def run_clients(
     all sessions starting at once. ``on_start`` runs when the clock starts.
     """
     latencies: list[float] = []
-    choices = argument_choices(tool)
+    choices = argument_choices(tool, questions)
+    fresh = FRESH.get(questions) if tool == "search_memory" else None
     warmed = 0
     started_all = asyncio.Event()
     stop_at = 0.0
 
     async def call(client: Client, rng: random.Random) -> None:
-        result = await client.call_tool(tool, arguments(tool, choices, rng))
+        result = await client.call_tool(tool, arguments(tool, choices, rng, fresh))
         if result.is_error:
             raise RuntimeError(f"{tool} failed: {result.content}")
 
@@ -227,10 +264,16 @@ async def run_clients(
 
 
 async def run_node_clients(
-    url: str, key: str, tool: str, clients: int, seconds: float, on_start: Callable[[], None] = lambda: None
+    url: str,
+    key: str,
+    tool: str,
+    clients: int,
+    seconds: float,
+    on_start: Callable[[], None] = lambda: None,
+    questions: str = "fixed",
 ) -> list[float]:
     """The same with the TypeScript SDK client, in a Node.js process of its own."""
-    arguments = json.dumps(argument_choices(tool))
+    arguments = json.dumps(argument_choices(tool, questions))
     node = await asyncio.create_subprocess_exec(
         "node",
         str(NODE_CLIENT),
@@ -260,6 +303,8 @@ async def run_node_clients(
 
 
 RUNNERS = {"python": run_clients, "node": run_node_clients}
+# The Python client's varied questions, shared by every run of one process: none is asked twice.
+FRESH: dict[str, Iterator[dict[str, Any]]] = {}
 
 
 def analyze(data_dir: Path) -> None:
@@ -298,9 +343,9 @@ async def measure(args: argparse.Namespace, base: str, data_dir: Path, meter: Cp
     for tool in args.tools.split(","):
         for client in args.client.split(","):
             run = RUNNERS[client]
-            await run(f"{base}/mcp", key, tool, 2, 1.0)  # warm-up: caches, pool, prepared statements
+            await run(f"{base}/mcp", key, tool, 2, 1.0, questions=args.questions)  # warm-up: caches, pool
             for clients in (int(c) for c in args.clients.split(",")):
-                lat = await run(f"{base}/mcp", key, tool, clients, args.seconds, meter.start)
+                lat = await run(f"{base}/mcp", key, tool, clients, args.seconds, meter.start, args.questions)
                 print(
                     f"{tool:<15}{client:>8}{clients:>8}{len(lat):>8}{len(lat) / args.seconds:>10.1f}"
                     f"{statistics.median(lat) * 1000:>9.1f}{percentile(lat, 0.95) * 1000:>9.1f}"
@@ -323,7 +368,15 @@ def main() -> None:
         action="store_true",
         help="measure before the tables have statistics (no ANALYZE after seeding)",
     )
+    parser.add_argument(
+        "--questions",
+        choices=sorted(QUESTIONS),
+        default="fixed",
+        help="search: six fixed questions (their vectors cached after the first call) or varied ones",
+    )
     args = parser.parse_args()
+    if args.questions == "varied":
+        FRESH["varied"] = iter(argument_choices("search_memory", "varied"))
     # stdout is a pipe that nobody reads: the server prints only its start lines there.
     with serve_process("memory-mcp-load-", stdout=subprocess.PIPE) as (server, data_dir, port):
         meter = CpuMeter(server.pid, data_dir / "pg")
