@@ -1831,7 +1831,12 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("service_token", _TELEGRAM, _value(_varied), hints=(":aa",), not_after=_WORD_DASH),
     _any_case("service_token", _VAULT_LEGACY, _value(lambda v: _opaque_token(v[2:])), anchors=("vault",)),
     _Rule("service_token", _TERRAFORM_TOKEN, _value(_varied), hints=(".atlasv1.",)),
-    _any_case("service_token", _ACL_TOKEN, _acl_token, hints=("consul", "nomad")),
+    _any_case(
+        "service_token",
+        _ACL_TOKEN,
+        _acl_token,
+        anchors=("x-consul-token", "x-nomad-token", "consul", "nomad"),
+    ),
     _Rule("service_token", _MAILCHIMP, hints=("-us",), in_tokens=True),
     _Rule("service_token", _TABLEAU, _value(_varied), hints=("==:",)),
     _Rule("service_token", _MAXMIND, _value(_varied), hints=("_mmk",), in_tokens=True),
