@@ -1662,7 +1662,9 @@ def _pgpass_line(match: re.Match[str]) -> bool:
     text, start = match.string, match.start()
     line_start = text.rfind("\n", 0, start) + 1
     host = _PGPASS_HOST.fullmatch(text, line_start, start)
-    return host is not None and _assigned_value_is_secret(match.group("v"))
+    # A log line can take this shape too (``app:1234:main:INFO:Started_server``): the last field must
+    # read as a password, with a letter and a digit or a symbol.
+    return host is not None and _password_like(match.group("v"))
 
 
 _RULES: tuple[_Rule, ...] = (
