@@ -2,7 +2,8 @@
 held-out corpus and an external corpus separately, and time per call on 2,000-character texts.
 
 Run from the repository root:
-``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]``.
+``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
+[--secretlint PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -23,10 +24,21 @@ result, a negative when it is ``nil`` or empty. The same caveat holds: a negativ
 detector does not report it" (a key too far from its keyword, a near-miss of its own format).
 TruffleHog's corpus chose families in the round that raised its recall, so it is no longer blind.
 
-The blind corpus now: the rule examples of Nosey Parker (praetorian-inc/noseyparker, Apache-2.0),
-never read while writing the rules and run once, after all tuning. ``--noseyparker PATH`` reads a
-checkout at run time: every rule file under ``crates/noseyparker/data/default/builtin/rules/``,
-its ``examples`` as positives and its ``negative_examples`` as negatives.
+The rule examples of Nosey Parker (praetorian-inc/noseyparker, Apache-2.0) were the blind corpus of
+the round before, run once; their misses chose the next round's families, so they are spent too.
+``--noseyparker PATH`` reads a checkout at run time: every rule file under
+``crates/noseyparker/data/default/builtin/rules/``, its ``examples`` as positives and its
+``negative_examples`` as negatives.
+
+The blind corpus now: the rule snapshots of secretlint (secretlint/secretlint, MIT, commit
+``18346ba31b8173d52060b971221ab38c1943def0``), never read while writing the rules and run once,
+after all tuning. ``--secretlint PATH`` reads a checkout at run time: under
+``packages/@secretlint/secretlint-rule-*/test/snapshots/``, each ``ng.*`` snapshot's messages as
+positives (the lines each message spans) and each line of an ``ok.*`` snapshot that reports nothing
+as a negative; the presets' snapshots (repeats of the rules') and the rules that look for no
+credential (home directories, ``.env`` file names, Kubernetes Secret manifests, comment directives,
+user patterns, the example rule) are left out. Its negatives carry the same caveat: "this rule,
+so configured, does not report this line".
 """
 
 from __future__ import annotations
@@ -263,6 +275,54 @@ def _report_noseyparker(root: Path) -> None:
     _report_outside(f"blind (Nosey Parker rule examples, {rules} rules)", positives, negatives)
 
 
+SECRETLINT_RULES = Path("packages/@secretlint")
+# Rules of secretlint that look for something other than a credential in a text: a home directory,
+# a file's name (.env), a Kubernetes Secret manifest, comment directives, user patterns, the example.
+SECRETLINT_NOT_CREDENTIALS = frozenset(
+    f"secretlint-rule-{name}"
+    for name in ("no-homedir", "no-dotenv", "no-k8s-kind-secret", "filter-comments", "pattern", "example")
+)
+
+
+def secretlint_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """secretlint's rule snapshots under ``root``: every message of an ``ng.*`` snapshot as a positive
+    (the lines it spans, labelled ``rule:messageId``), every line of an ``ok.*`` snapshot as a
+    negative. The presets' snapshots repeat the rules' own and are left out."""
+    positives: dict[str, str] = {}
+    negatives: set[str] = set()
+    for output in sorted((root / SECRETLINT_RULES).glob("secretlint-rule-*/test/snapshots/*/output.json")):
+        rule = output.parents[3].name
+        case = output.parent.name
+        if rule in SECRETLINT_NOT_CREDENTIALS or rule.startswith("secretlint-rule-preset-"):
+            continue
+        snapshot = json.loads(output.read_text("utf-8"))
+        lines = str(snapshot.get("sourceContent") or "").split("\n")
+        if case.startswith("ng."):
+            for message in snapshot.get("messages") or ():
+                start, end = message["loc"]["start"]["line"], message["loc"]["end"]["line"]
+                text = "\n".join(lines[start - 1 : end]).strip()
+                if text:
+                    kind = f"{rule.removeprefix('secretlint-rule-')}:{message.get('messageId', '')}"
+                    positives.setdefault(text, kind)
+        elif case.startswith("ok.") and not snapshot.get("messages"):
+            negatives.update(line.strip() for line in lines if line.strip())
+    negatives -= positives.keys()
+    return sorted(positives.items()), sorted(negatives)
+
+
+def _report_secretlint(root: Path) -> None:
+    positives, negatives = secretlint_samples(root)
+    _report_outside(
+        f"blind (secretlint rule snapshots, {len({k.split(':')[0] for _, k in positives})} rules)",
+        positives,
+        negatives,
+    )
+    per_kind: Counter[str] = Counter(kind for _, kind in positives)
+    found: Counter[str] = Counter(kind for text, kind in positives if find_secret(text) is not None)
+    for kind in sorted(per_kind):
+        print(f"  {kind:50} {found[kind]:3}/{per_kind[kind]}")
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -304,6 +364,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of praetorian-inc/noseyparker (blind corpus: run once, never tuned on)",
     )
+    parser.add_argument(
+        "--secretlint",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of secretlint/secretlint (blind corpus: run once, never tuned on)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -319,6 +385,8 @@ def main() -> None:
         _report_trufflehog(args.trufflehog)
     if args.noseyparker is not None:
         _report_noseyparker(args.noseyparker)
+    if args.secretlint is not None:
+        _report_secretlint(args.secretlint)
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")
