@@ -22,7 +22,8 @@ The texts are the generated team dataset's (``bench/retrieval_dataset.py``: peop
 codes, corrections, chatter in English, German and Italian), as many distinct ones as N needs; the
 questions are its questions. A space's memories are written by one writer in sessions of about
 thirty, a few seconds apart (so neighbours exist, as in a saved conversation), COPYed in as the
-schema owner with the indexes in place. The model's vectors are kept in ``--vectors FILE.npz``
+schema owner with the indexes in place, in a database with ``@@`` and ``ILIKE`` marked LEAKPROOF as
+the embedded default marks them. The model's vectors are kept in ``--vectors FILE.npz``
 between runs (100,000 texts take minutes to embed on two cores).
 
     python -m bench.search_cost --memories 300,100000 --vectors /tmp/search_cost.npz
@@ -49,10 +50,12 @@ import psycopg
 
 from bench.common import BenchDatabase, BenchServer, bench_server, machine, writer_contexts
 from bench.retrieval_dataset import build_dataset
+from bench.scale import INDEXES
 from memory_mcp.embedder.model import EmbeddingModel, encode, load_model
 from memory_mcp.embedder.static import StaticModel, load_static_model
 from memory_mcp.store import search
 from memory_mcp.store.db import Database
+from memory_mcp.store.embedded import LEAKPROOF_FUNCTIONS
 from memory_mcp.store.models import SpaceContext
 
 SPACE = "cost"
@@ -110,12 +113,20 @@ def load(
     vectors: np.ndarray,
     statics: np.ndarray,
 ) -> None:
-    """COPY the memories into the space (one document each, as ``add_memory`` saves them), then
-    ``ANALYZE``; the indexes stay in place, so the HNSW graph is built as saves build it."""
+    """COPY the memories into the space (one document each, as ``add_memory`` saves them) with the
+    search indexes dropped, rebuild those, then ``VACUUM ANALYZE``."""
     writer = ctx.caller.user.id
     now = datetime.now(UTC)
     started = time.perf_counter()
     with psycopg.connect(bench_db.owner_dsn) as conn:
+        definitions: dict[str, str] = dict(
+            conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories' AND indexname = ANY(%s)",
+                (list(INDEXES),),
+            ).fetchall()
+        )
+        for name in definitions:
+            conn.execute(f"DROP INDEX {name}")
         for table in ("documents", "memories"):
             conn.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
         documents = [uuid.uuid4() for _ in texts]
@@ -159,10 +170,15 @@ def load(
                     )
         for table in ("documents", "memories"):
             conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        conn.execute("SET maintenance_work_mem = '2GB'")
+        for definition in definitions.values():
+            conn.execute(definition)
         conn.commit()
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE")
-    print(f"loaded {len(texts)} memories in {time.perf_counter() - started:.0f} s (COPY, VACUUM ANALYZE)")
+    print(
+        f"loaded {len(texts)} memories in {time.perf_counter() - started:.0f} s (COPY, index builds, VACUUM ANALYZE)"
+    )
 
 
 class PgCpu:
@@ -284,8 +300,8 @@ async def explain(
         "auto_explain.log_analyze": "on",
         "auto_explain.log_buffers": "on",
     }
-    logs = server.pg.pgdata / "log"
-    seen = {path: path.stat().st_size for path in logs.rglob("*") if path.is_file()} if logs.is_dir() else {}
+    log = server.pg.pgdata / "log"  # the embedded server's log file
+    seen = log.stat().st_size
     with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
         for name, value in settings.items():
             conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
@@ -307,20 +323,17 @@ async def explain(
                 conn.execute(f"ALTER SYSTEM RESET {name}")
             conn.execute("SELECT pg_reload_conf()")
     print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the search statements for: {question}")
-    for path in sorted(p for p in logs.rglob("*") if p.is_file()) if logs.is_dir() else []:
-        with path.open(errors="replace") as f:
-            f.seek(seen.get(path, 0))
-            text = f.read()
-        for plan in text.split("LOG:  duration:")[1:]:
-            if "ranked" in plan or "ref_len" in plan or "Index" in plan:
-                print("duration:" + plan.split("\n\t", 1)[0][:200])
-                print(
-                    "\n".join(
-                        line
-                        for line in plan.splitlines()[1:]
-                        if "->" in line or "Buffers" in line or "Planning" in line or "Execution" in line
-                    )
-                )
+    with log.open(errors="replace") as f:
+        f.seek(seen)
+        text = f.read()
+    for plan in text.split("LOG:  duration: ")[1:]:
+        lines = plan.splitlines()
+        if not any("ranked" in line or "ref_len" in line for line in lines[:3]):
+            continue  # the transaction's settings
+        print(f"\nstatement: {lines[0]}")
+        for line in lines[2:]:
+            if line.startswith("\t") or line.startswith(" "):
+                print(line.strip("\t")[:180])
 
 
 def print_table(size: int, rounds: list[Round]) -> None:
@@ -348,6 +361,8 @@ async def measure(
     vectors, _ = model_vectors(model, texts, questions, cache)
     statics = static.encode(texts)
     bench_db = server.database("cost")
+    # As the embedded default marks them at bootstrap (docs/operations.md): full text uses its index.
+    server.mark_leakproof(bench_db, LEAKPROOF_FUNCTIONS)
     superuser = server.superuser_dsn.replace("/memory_mcp?", f"/{bench_db.name}?")
     with psycopg.connect(superuser, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
