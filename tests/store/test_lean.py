@@ -54,12 +54,15 @@ def _hit(score: float, matching: bool = True) -> SearchHit:
     return SearchHit(memory=memory, score=score, modes=("semantic",), similarity=score, matching=matching)
 
 
-def test_the_floor_is_absolute_and_relative_to_the_best() -> None:
-    hits = [_hit(0.9), _hit(0.5), _hit(0.34), _hit(0.8, matching=False)]
-    assert [h.score for h in lean.relevant(hits, has_query=True)] == [0.9, 0.5]  # 0.34 < 0.4 x 0.9
-    # A keyword or category match is what was asked for: only the absolute floor applies.
+def test_the_absolute_floor_gates_the_answer_and_the_relative_one_trims_it() -> None:
+    hits = [_hit(0.9), _hit(0.5), _hit(0.34), _hit(0.4, matching=False), _hit(0.3, matching=False)]
+    # Something clears the absolute floor: every hit within 0.4 of the best is shown, under the
+    # absolute floor or not (a conversation's turn that answers a question it shares little with).
+    assert [h.score for h in lean.relevant(hits, has_query=True)] == [0.9, 0.5, 0.4]  # 0.34 < 0.4 x 0.9
+    # A keyword or category match is what was asked for: the hits that clear the absolute floor.
     assert [h.score for h in lean.relevant(hits, has_query=False)] == [0.9, 0.5, 0.34]
-    assert lean.relevant([_hit(0.2, matching=False)], has_query=True) == []
+    # Nothing clears it: nothing is shown, however close the hits are to each other.
+    assert lean.relevant([_hit(0.2, matching=False), _hit(0.19, matching=False)], has_query=True) == []
 
 
 def test_the_budget_keeps_at_least_one() -> None:
