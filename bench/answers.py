@@ -110,7 +110,6 @@ async def locomo(
     """LoCoMo questions through the service: what lean answers cost in hit@k, and their tokens."""
     store, lean = Scores("store top 10"), Scores("lean answers (service)")
     floors = {f: Scores(f"floor: relative {f}") for f in (0.3, 0.5, 0.6)}  # the store's top 10, floored
-    gated, gated_shown = Scores("floor: absolute gates"), []
     shown: list[int] = []
     spent = Spent(enc)
     for conv in conversations:
@@ -145,10 +144,6 @@ async def locomo(
             for floor, scores in floors.items():
                 kept = lean_rules.relevant(ranked.hits, has_query=True, relative_floor=floor)
                 scores.add([by_memory.get(h.memory.id, "?") for h in kept], q, sessions)
-            gate = [h for h in ranked.hits if any(x.matching for x in ranked.hits)]
-            best = max((h.score for h in gate), default=0.0)
-            gated.add([by_memory.get(h.memory.id, "?") for h in gate if h.score >= best * 0.4], q, sessions)
-            gated_shown.append(sum(h.score >= best * 0.4 for h in gate))
             out = await service.search(
                 ctx.caller, query=q.text, include_profile=False, container_tag=conv.space, limit=K
             )
@@ -160,8 +155,7 @@ async def locomo(
             if out.results:
                 spent.add(out, text)
     print(f"{', '.join(c.sample_id for c in conversations)}: {len(store.ranked)} questions")
-    print(f"  gated shows {statistics.mean(gated_shown):.1f}")
-    for scores in (store, lean, *floors.values(), gated):
+    for scores in (store, lean, *floors.values()):
         print(
             f"  {scores.name:<24} hit@1 {scores.hit(1):.3f} hit@5 {scores.hit(5):.3f} hit@10 {scores.hit(10):.3f}"
         )
