@@ -3,7 +3,7 @@ held-out corpus and an external corpus separately, and time per call on 2,000-ch
 
 Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
-[--secretlint PATH]``.
+[--secretlint PATH] [--semgrep PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -30,15 +30,22 @@ the round before, run once; their misses chose the next round's families, so the
 ``crates/noseyparker/data/default/builtin/rules/``, its ``examples`` as positives and its
 ``negative_examples`` as negatives.
 
-The blind corpus now: the rule snapshots of secretlint (secretlint/secretlint, MIT, commit
-``18346ba31b8173d52060b971221ab38c1943def0``), never read while writing the rules and run once,
-after all tuning. ``--secretlint PATH`` reads a checkout at run time: under
+The rule snapshots of secretlint (secretlint/secretlint, MIT, commit
+``18346ba31b8173d52060b971221ab38c1943def0``) were the next blind corpus, run once and spent the
+same way. ``--secretlint PATH`` reads a checkout at run time: under
 ``packages/@secretlint/secretlint-rule-*/test/snapshots/``, each ``ng.*`` snapshot's messages as
 positives (the lines each message spans) and each line of an ``ok.*`` snapshot that reports nothing
 as a negative; the presets' snapshots (repeats of the rules') and the rules that look for no
 credential (home directories, ``.env`` file names, Kubernetes Secret manifests, comment directives,
 user patterns, the example rule) are left out. Its negatives carry the same caveat: "this rule,
 so configured, does not report this line".
+
+The blind corpus now: the tests of semgrep-rules' secret rules (semgrep/semgrep-rules, commit
+``157ae4706d7f54aa33647332f234dd68f30da195``, Semgrep Rules License v1.0: read at run time for
+this measurement, never copied here), never read while writing the rules and run once, after all
+tuning. ``--semgrep PATH`` reads a checkout: every test file under ``generic/secrets/security/``,
+the line after each ``ruleid:`` annotation (or ``todoruleid:``) as a positive, the line after each
+``ok:`` (or ``todook:``) as a negative.
 """
 
 from __future__ import annotations
@@ -272,7 +279,9 @@ def noseyparker_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
 def _report_noseyparker(root: Path) -> None:
     positives, negatives = noseyparker_samples(root)
     rules = len({rule for _, rule in positives})
-    _report_outside(f"blind (Nosey Parker rule examples, {rules} rules)", positives, negatives)
+    _report_outside(
+        f"Nosey Parker rule examples, {rules} rules (run once blind, since tuned on)", positives, negatives
+    )
 
 
 SECRETLINT_RULES = Path("packages/@secretlint")
@@ -313,14 +322,55 @@ def secretlint_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
 def _report_secretlint(root: Path) -> None:
     positives, negatives = secretlint_samples(root)
     _report_outside(
-        f"blind (secretlint rule snapshots, {len({k.split(':')[0] for _, k in positives})} rules)",
+        f"secretlint rule snapshots, {len({k.split(':')[0] for _, k in positives})} rules (run once blind, since tuned on)",
         positives,
         negatives,
     )
+    _report_by_kind(positives)
+
+
+SEMGREP_SECRETS = Path("generic/secrets/security")
+# A test annotation of semgrep-rules: a comment naming the rule that must (``ruleid``) or must not
+# (``ok``) match the next line; ``todo`` ones mark what the rule gets wrong today, and the line is
+# labelled by what it is.
+_SEMGREP_NOTE = re.compile(r"^\s*(?:#|//|<!--|/\*|--|;)\s*(todoruleid|ruleid|todook|ok)\s*:\s*([\w.-]+)")
+
+
+def semgrep_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """semgrep-rules' secret rule tests under ``root``: the line after each ``ruleid`` annotation
+    as a positive (labelled by the rule), the line after each ``ok`` one as a negative."""
+    positives: dict[str, str] = {}
+    negatives: set[str] = set()
+    for path in sorted((root / SEMGREP_SECRETS).iterdir()):
+        if path.suffix in (".yaml", ".yml") or not path.is_file():
+            continue
+        pending: tuple[str, str] | None = None
+        for line in path.read_text("utf-8", errors="replace").splitlines():
+            if note := _SEMGREP_NOTE.match(line):
+                pending = (note.group(1), note.group(2))
+            elif line.strip() and pending is not None:
+                kind, rule = pending
+                if kind.endswith("ruleid"):
+                    positives.setdefault(line.strip(), rule)
+                else:
+                    negatives.add(line.strip())
+                pending = None
+    negatives -= positives.keys()
+    return sorted(positives.items()), sorted(negatives)
+
+
+def _report_by_kind(positives: list[tuple[str, str]]) -> None:
     per_kind: Counter[str] = Counter(kind for _, kind in positives)
     found: Counter[str] = Counter(kind for text, kind in positives if find_secret(text) is not None)
     for kind in sorted(per_kind):
         print(f"  {kind:50} {found[kind]:3}/{per_kind[kind]}")
+
+
+def _report_semgrep(root: Path) -> None:
+    positives, negatives = semgrep_samples(root)
+    rules = len({rule for _, rule in positives})
+    _report_outside(f"blind (semgrep-rules secret rule tests, {rules} rules)", positives, negatives)
+    _report_by_kind(positives)
 
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -370,6 +420,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of secretlint/secretlint (blind corpus: run once, never tuned on)",
     )
+    parser.add_argument(
+        "--semgrep",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of semgrep/semgrep-rules (blind corpus: run once, never tuned on)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -387,6 +443,8 @@ def main() -> None:
         _report_noseyparker(args.noseyparker)
     if args.secretlint is not None:
         _report_secretlint(args.secretlint)
+    if args.semgrep is not None:
+        _report_semgrep(args.semgrep)
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.secret_detection import SECRETLINT_RULES, secretlint_samples
+from bench.secret_detection import SECRETLINT_RULES, SEMGREP_SECRETS, secretlint_samples, semgrep_samples
 
 
 def _snapshot(root: Path, rule: str, case: str, source: str, lines: list[tuple[int, int, str]]) -> None:
@@ -35,3 +35,19 @@ def test_secretlint_snapshots_become_positives_by_message_and_negatives_by_line(
     positives, negatives = secretlint_samples(tmp_path)
     assert positives == sorted([("TOKEN=one", "vendor:TOKEN"), (key, "vendor:KEY")])
     assert negatives == ["TOKEN=", "plain words"]  # a line that is also a positive is not a negative
+
+
+def test_semgrep_annotations_label_the_line_after_them(tmp_path: Path) -> None:
+    folder = tmp_path / SEMGREP_SECRETS
+    folder.mkdir(parents=True)
+    (folder / "detected-thing.yaml").write_text("rules: []\n# ruleid: detected-thing\nnot=a test\n")
+    (folder / "detected-thing.txt").write_text(
+        "# ruleid: detected-thing\nthing_key = AAA111\n\n"
+        "// ok: detected-thing\nthing_key = placeholder\n"
+        "# todoruleid: detected-thing\nthing_key: BBB222\n"
+        "# todook: detected-thing\nthing_key: ${THING}\n"
+        "unlabelled line\n"
+    )
+    positives, negatives = semgrep_samples(tmp_path)
+    assert positives == [("thing_key = AAA111", "detected-thing"), ("thing_key: BBB222", "detected-thing")]
+    assert negatives == ["thing_key = placeholder", "thing_key: ${THING}"]
