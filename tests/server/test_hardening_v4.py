@@ -478,6 +478,43 @@ def test_forwarded_for_is_believed_only_from_configured_proxies(db_urls: tuple[s
         assert registrations(proxied.base, ["198.51.100.7"] * 3) == [201, 201, 429]
 
 
+def test_an_ipv6_client_is_counted_by_its_64_and_cannot_rotate_its_way_past_a_limit(
+    db_urls: tuple[str, str],
+) -> None:
+    env = {
+        "MEMORY_MCP_OAUTH_REGISTRATIONS_PER_HOUR": "2",
+        "MEMORY_MCP_DOCUMENT_WORKERS": "0",
+        "MEMORY_MCP_FORWARDED_ALLOW_IPS": '["127.0.0.1"]',
+    }
+    with serve_process(db_urls[0], **env) as proxied:
+        # Three addresses of one /64 (a host's privacy addresses): one budget.
+        assert registrations(
+            proxied.base, ["2001:db8:7:1::1", "2001:db8:7:1::ab", "2001:db8:7:1:ffff::9"]
+        ) == [
+            201,
+            201,
+            429,
+        ]
+        # The next /64 is another client; an IPv4 address written as IPv6 is that IPv4 client.
+        assert registrations(proxied.base, ["2001:db8:7:2::1"]) == [201]
+        assert registrations(proxied.base, ["192.0.2.44", "::ffff:192.0.2.44", "192.0.2.44"]) == [
+            201,
+            201,
+            429,
+        ]
+    # Failed authentications too: keys guessed from rotating addresses of one /64 meet the limit.
+    with serve_process(db_urls[0], MEMORY_MCP_AUTH_FAILURE_LIMIT="3", **env) as proxied:
+        answers = [
+            httpx2.get(
+                f"{proxied.base}/v1/whoami",
+                headers={"Authorization": "Bearer mm_guess", "X-Forwarded-For": f"2001:db8:9:1::{n:x}"},
+                timeout=30,
+            ).status_code
+            for n in range(1, 6)
+        ]
+        assert answers == [401, 401, 401, 429, 429]
+
+
 # --- limits per address, across pods ---------------------------------------------------------------
 
 

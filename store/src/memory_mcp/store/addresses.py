@@ -42,3 +42,23 @@ def address_refused(address: str, allow_loopback: bool) -> bool:
     if ip.is_loopback:
         return not allow_loopback
     return not ip.is_global or ip.is_multicast
+
+
+# An IPv6 client is counted by its /64: one subscriber or host commonly holds a whole /64 (SLAAC,
+# privacy addresses), and could otherwise take a fresh address, and a fresh budget, per request.
+COUNTED_IPV6_PREFIX = 64
+
+
+def counted_as(address: str) -> str:
+    """The key a client address is counted under by per-address limits: an IPv4 address (also one
+    written as IPv6, ``::ffff:203.0.113.7``) itself, an IPv6 address its /64 network; anything that
+    is no address (``unknown``) as it is."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/{COUNTED_IPV6_PREFIX}", strict=False))
+    return str(ip)

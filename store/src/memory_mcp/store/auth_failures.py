@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import psycopg
 
+from .addresses import counted_as
 from .db import Database
 from .errors import DatabaseUnavailable
 
@@ -154,6 +155,7 @@ class SharedFailureCounts:
         A subject already known to be over the limit in this window refuses the failure at once,
         counting nothing: it is refused until its window ends whatever more it does.
         """
+        subjects = [(kind, counted_as(who) if kind == "address" else who) for kind, who in subjects]
         now = self.clock()
         known = [wait for wait in (self._refused_for(subject, now) for subject in subjects) if wait > 0]
         if known:

@@ -28,6 +28,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from . import validation
+from .addresses import counted_as
 from .audit import record
 from .db import Database
 from .errors import AuthenticationFailed, StoreError
@@ -271,11 +272,13 @@ async def over_address_limit(
     db: Database, what: str, address: str, limit: int, window_s: float
 ) -> float | None:
     """Count one ``what`` (``register``, ``cimd_fetch``) of ``address`` in the database, so the limit
-    holds across server pods: the seconds until its window ends when this one is over ``limit``,
-    else None."""
+    holds across server pods (an IPv6 address by its /64, ``addresses.counted_as``): the seconds
+    until its window ends when this one is over ``limit``, else None."""
     async with db.transaction() as conn:
         row = (
-            await conn.execute(text(_COUNT_SQL), {"what": what, "address": address[:100], "window": window_s})
+            await conn.execute(
+                text(_COUNT_SQL), {"what": what, "address": counted_as(address)[:100], "window": window_s}
+            )
         ).one()
     return max(float(row.left_s), 1.0) if row.seen > limit else None
 
