@@ -105,7 +105,25 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat("service_token", "Scalingo", "tk-us-", _B64URL + "{48}"),
     TokenFormat("service_token", "Infracost", "ico-", r"[A-Za-z0-9]{32}"),
     TokenFormat("service_token", "Prefect", "pnu_", r"[A-Za-z0-9]{36}"),
-    TokenFormat("service_token", "Databricks", "dapi", r"[a-f0-9]{32}(?:-\d)?"),
+    # Databricks writes its tokens in lowercase hex; a key pasted in capitals is the same key.
+    TokenFormat("service_token", "Databricks", "dapi", r"(?:[a-f0-9]{32}|[A-F0-9]{32})(?:-\d)?"),
+    # Cloudflare's scannable credentials: ``cfk_`` API keys, ``cfut_`` user and ``cfat_`` account API
+    # tokens, 40 base62 characters and an 8-hex checksum.
+    *(
+        TokenFormat("service_token", "Cloudflare", prefix, r"[A-Za-z0-9]{40}[a-fA-F0-9]{8}")
+        for prefix in ("cfk_", "cfut_", "cfat_")
+    ),
+    # Vercel: ``vcp_`` personal, ``vci_`` integration, ``vca_``/``vcr_`` app access and refresh tokens,
+    # ``vck_`` AI Gateway keys.
+    *(
+        TokenFormat("service_token", "Vercel", prefix, r"[A-Za-z0-9]{24,}")
+        for prefix in ("vcp_", "vci_", "vca_", "vcr_", "vck_")
+    ),
+    # Docker Hub personal (``dckr_pat_``) and organisation (``dckr_oat_``) access tokens.
+    *(
+        TokenFormat("service_token", "Docker Hub", prefix, _B64URL + "{27,}")
+        for prefix in ("dckr_pat_", "dckr_oat_")
+    ),
     *(
         TokenFormat("service_token", "Doppler", prefix, r"(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}")
         for prefix in ("dp.pt.", "dp.st.", "dp.ct.", "dp.sa.", "dp.scim.", "dp.audit.")
@@ -124,7 +142,11 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat("service_token", "Sentry user token", "sntryu_", r"[a-f0-9]{64}"),
     TokenFormat("service_token", "Sentry organisation token", "sntrys_eyJ", r"[A-Za-z0-9+/=_]{50,}"),
     TokenFormat("service_token", "Sourcegraph", "sgp_", r"(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}"),
-    TokenFormat("service_token", "Linear", "lin_api_", r"[A-Za-z0-9]{40}"),
+    *(
+        TokenFormat("service_token", "Linear", prefix, r"[A-Za-z0-9]{40}")
+        for prefix in ("lin_api_", "lin_oauth_")
+    ),
+    TokenFormat("service_token", "Groq", "gsk_", r"[A-Za-z0-9]{52}"),
     *(
         TokenFormat("service_token", "LangSmith", prefix, r"[a-f0-9]{32}_[a-f0-9]{10}")
         for prefix in ("lsv2_pt_", "lsv2_sk_")
@@ -151,7 +173,8 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     ),
     # Commerce, payments and messaging.
     *(
-        TokenFormat("service_token", "Shopify", prefix, r"[a-fA-F0-9]{32}")
+        # 32 hex as Shopify documents them; apps and older stores have base62 ones up to 40.
+        TokenFormat("service_token", "Shopify", prefix, r"[A-Za-z0-9]{32,40}")
         for prefix in ("shpat_", "shpca_", "shppa_", "shpss_")
     ),
     *(

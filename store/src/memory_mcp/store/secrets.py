@@ -31,7 +31,15 @@ Rules
    ``whsec_``), Anthropic (``sk-ant-``), OpenAI (``sk-``, ``sk-proj-``), Google API keys (``AIza``),
    Google OAuth client secrets and access tokens (``GOCSPX-``, ``ya29.``), Azure AD client secrets
    (``xxx8Q~...``), SendGrid (``SG.x.y``), Twilio (``SK`` + 32 hex, or 32 hex next to the word
-   Twilio), npm (``npm_``), Hugging Face (``hf_``); webhook URLs whose path is the secret
+   Twilio), npm (``npm_``), Hugging Face (``hf_``), Tailscale (``tskey-<type>-<id>-<secret>``, also
+   glued to a name); GitHub App installation tokens that carry a JWT (``ghs_<id>_<JWT>``); Stripe
+   test-mode keys as well as live ones. **Identifiable tokens** of vendors no rule names: a
+   lowercase prefix of one or two words joined by ``_`` or ``-`` (``acme_live_``, ``tvly-``) and a
+   body of 30+ base62 characters with all three classes, random (entropy, class changes), neither a
+   walk along the alphabet nor mostly words, the whole a token of its own; prefixes of public keys
+   and ids (``pk_``, ``phc_``, ``ca_``, ``cs_``, ``sha512-``) and made-up names (``foo_``, ``test_``)
+   excepted. A vendor token with a marker word in it (``lin_api_<32 random>EXAMPLE``) is still a
+   key when what is left around the word is random (24+ characters); webhook URLs whose path is the secret
    (``/hooks/<random>``: Mattermost, Rocket.Chat; Zapier catch hooks, IFTTT maker keys) and URLs with a
    random ``key``/``token``/``sig`` parameter; keys of services without a prefix of their own
    (Datadog, New Relic, PagerDuty, Mailgun, ...: a key-shaped value, hex included, after the name),
@@ -160,6 +168,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import math
 import re
@@ -659,9 +668,33 @@ def _test_key(value: str) -> bool:
     return False
 
 
+# Marker words that a vendor's documentation appends to a real-looking key (``...EXAMPLE``), as
+# opposed to the masks and ellipses that hide one (``xxxx``, ``****``, ``...``).
+_WORD_MARKERS = _markers(tuple(m for m in _PLACEHOLDER_MARKERS if m.isalpha() and m != "xxxx"))
+# What is left of a key beside such a word must be this long and random to still be a key.
+MIN_KEY_BESIDE_MARKER = 24
+# Four or more redacting characters in a row: a key masked in part (``sk_live_51H8...xxxx``).
+_MASK_CHARACTER_RUN = re.compile(r"([xX*#.?\u2022])\1{3}")
+
+
+def _key_beside_marker(value: str) -> bool:
+    """A random key with a marker word in it (``lin_api_<32 random>EXAMPLE``): the rest is still a
+    key, and every scanner downstream flags it, as it flags AWS's documented examples."""
+    if _TEMPLATE.search(value) is not None or _MASK_CHARACTER_RUN.search(value) is not None:
+        return False
+    rest = _WORD_MARKERS.sub(" ", value)
+    return any(len(run) >= MIN_KEY_BESIDE_MARKER and _looks_random(run) for run in _ALNUM_RUNS.findall(rest))
+
+
 def _varied(value: str) -> bool:
     """For vendor tokens whose prefix already says "secret": reject masks and stand-ins only."""
-    return (not _is_placeholder(value) and len(set(value)) >= 8) or _test_key(value)
+    if _test_key(value):
+        return True
+    if len(set(value)) < 8:
+        return False
+    return not _is_placeholder(value) or (
+        _WORD_MARKERS.search(value) is not None and _key_beside_marker(value)
+    )
 
 
 # A token's prefix with nothing after it (``CFPAT-``, ``sk_live_``): where a key goes, not a key.
@@ -1153,6 +1186,77 @@ _MAILCHIMP = re.compile(r"(?<=(?<![A-Za-z0-9_-])[0-9a-f]{32})-us\d{1,2}(?![A-Za-
 # at the first dot, which is searched for quickly, and the check reads the id backwards from it.
 _DISCORD_BOT_TOKEN = re.compile(r"\.[A-Za-z0-9_-]{6}\.(?P<v>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])")
 _TOKEN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_-")
+
+
+# An identifiable token, the way most vendors now write keys (GitHub, Slack, Stripe, npm, PyPI, Doppler,
+# Shopify, Linear, Vercel, Tailscale, ...): a short lowercase prefix of one or two words joined by
+# ``_`` or ``-`` (``xoxb-``, ``lin_api_``, ``dckr_pat_``), then a long random body of base62, the
+# whole standing as a token of its own. It catches the vendors that no table lists yet. Public ids
+# with a prefix (Stripe's ``cus_``, ``pi_``, ``req_``: 14 to 27 characters) are shorter than the body
+# must be, and prefixes of public keys and ids (publishable keys, checkout sessions, digests) are
+# left out by name.
+MIN_IDENTIFIABLE_BODY = 30
+MIN_IDENTIFIABLE_ENTROPY = 4.0
+_IDENTIFIABLE_TOKEN = re.compile(
+    rf"(?P<p>[a-z]{{2,10}}(?:[_-][a-z]{{2,10}})?[_-])(?P<v>[A-Za-z0-9]{{{MIN_IDENTIFIABLE_BODY},200}})"
+    r"(?![A-Za-z0-9_+/=~-])(?!\.[A-Za-z0-9])"
+)
+# Prefixes of things that are public or identifiers: publishable and client-side keys (Stripe and
+# Clerk ``pk_``, PostHog ``phc_``), Stripe Connect client ids (``ca_``) and checkout sessions
+# (``cs_``), digests (``sha512-``, ``md5-``); and the names of made-up values (``foo_``, ``test_``).
+_PUBLIC_TOKEN_PREFIXES = frozenset(
+    {
+        "pk", "pub", "public", "publishable", "phc", "ca", "cs", "sha", "md", "id", "ids", "uuid", "hash",
+        "digest", "foo", "bar", "baz", "qux", "test", "mock", "stub",
+    }
+)  # fmt: skip
+
+
+# A body that is mostly words (``ValueMapListCache...``: a capital or none, then two or more
+# lowercase letters with a vowel) is a name. In random base62 of 30 to 60 characters such words
+# make up 40% or more about once in twenty; in names of words (``get``, ``User``, ``V2``, ``HTTP``)
+# all but one in twenty-five.
+MAX_WORDY_SHARE = 0.4
+_WORD_TOKEN = re.compile(r"[A-Z]?[a-z]*[aeiouy][a-z]*")
+
+
+def _wordy(body: str) -> bool:
+    words = sum(
+        len(t) for t in _CAMEL_TOKENS.findall(body) if len(t) >= 3 and _WORD_TOKEN.fullmatch(t) is not None
+    )
+    return words >= MAX_WORDY_SHARE * len(body)
+
+
+# A body that walks the alphabet (``aAbBcCdD...``, ``0123456789abcdef...``) was typed, not generated:
+# in random base62 about one neighbouring pair in twelve is the same letter or the next one, in
+# either case; in these most are.
+MAX_SEQUENTIAL_SHARE = 0.4
+
+
+def _sequential(body: str) -> bool:
+    folded = body.lower()
+    steps = sum(abs(ord(a) - ord(b)) <= 1 for a, b in itertools.pairwise(folded))
+    return steps > MAX_SEQUENTIAL_SHARE * (len(folded) - 1)
+
+
+def _identifiable_token(match: re.Match[str]) -> bool:
+    prefix = match.group("p")[:-1]
+    if any(part in _PUBLIC_TOKEN_PREFIXES for part in re.split(r"[_-]", prefix)):
+        return False
+    if match.start() > 0 and match.string[match.start() - 1] in "/.:@#":
+        return False
+    body = match.group("v")
+    lower, upper, digit, _ = _classes(body)
+    return (
+        lower
+        and upper
+        and digit
+        and _shannon_entropy(body) >= MIN_IDENTIFIABLE_ENTROPY
+        and _looks_random(body)
+        and not _sequential(body)
+        and not _wordy(body)
+        and _varied(match.group())
+    )
 
 
 def _discord_bot_token(match: re.Match[str]) -> bool:
@@ -1728,7 +1832,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "github_token",
-        re.compile(r"(?P<v>gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{50,})(?![A-Za-z0-9_])"),
+        # GitHub App installation tokens in their newer form carry a JWT: ``ghs_<app id>_<JWT>``.
+        re.compile(
+            r"(?P<v>gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{50,}"
+            r"|ghs_[0-9]{1,12}_ey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,})(?![A-Za-z0-9_])"
+        ),
         _value(_varied),
         not_after=_WORD,
     ),
@@ -1769,8 +1877,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "stripe_key",
-        re.compile(r"(?P<v>(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{16,}|whsec_[A-Za-z0-9]{24,})"),
-        _value(_varied),
+        re.compile(
+            r"(?:(?:sk|rk)_(?:live|test|prod)_(?=[0-9A-Za-z]{16})|whsec_(?=[0-9A-Za-z]{24}))(?P<v>[0-9A-Za-z]+)"
+        ),
+        # Test-mode keys too: they open the account's test data and settings through the API.
+        _value(lambda v: _varied(v) or _test_key(v)),
         hints=("k_live_", "k_test_", "k_prod_", "whsec_"),
         not_after=_WORD,
     ),
@@ -1830,6 +1941,18 @@ _RULES: tuple[_Rule, ...] = (
         not_after=_WORD,
     ),
     _prefix_rule("service_token"),
+    # Tailscale: ``tskey-<type>-<key id>-<secret>`` (``api``, ``auth``, ``client``, ``scim``, ``webhook``
+    # and types to come; ``tskey-<id>-<secret>`` before types). The prefix is its own, so the key
+    # counts wherever it starts, also glued to a name (``MY_tskey-...``).
+    _Rule(
+        "service_token",
+        re.compile(
+            r"tskey-(?:[a-z]{2,12}-)?(?P<id>[A-Za-z0-9]{6,})-(?P<v>[A-Za-z0-9]{16,})(?![A-Za-z0-9_-])"
+        ),
+        lambda m: _varied(m.group("id") + m.group("v")) or _test_key(m.group("v")),
+        hints=("tskey-",),
+        not_after=string.ascii_letters,
+    ),
     _Rule("service_token", _TELEGRAM, _value(_varied), hints=(":aa",), not_after=_WORD_DASH),
     _any_case("service_token", _VAULT_LEGACY, _value(lambda v: _opaque_token(v[2:])), anchors=("vault",)),
     _Rule("service_token", _TERRAFORM_TOKEN, _value(_varied), hints=(".atlasv1.",)),
@@ -1858,6 +1981,15 @@ _RULES: tuple[_Rule, ...] = (
         _value(lambda v: _varied(v) and _shannon_entropy(v.split("_")[-1]) >= MIN_ENTROPY_BITS),
         hints=("hf_", "api_org_"),
         not_after=_WORD,
+    ),
+    # Any vendor's identifiable token (`_IDENTIFIABLE_TOKEN`), after the vendors that are named.
+    _Rule(
+        "service_token",
+        _IDENTIFIABLE_TOKEN,
+        _identifiable_token,
+        not_after=_WORD_DASH,
+        anchors=tuple(string.ascii_lowercase),
+        in_tokens=True,
     ),
     # Structural formats.
     _Rule(
@@ -2082,9 +2214,10 @@ _CANDIDATE = re.compile(r"[A-Za-z0-9+/_=-](?:[A-Za-z0-9+/_=~.-]{18,}[A-Za-z0-9+/
 _CONTEXT_BEFORE = 60
 _CONTEXT_AFTER = 30
 # Random-looking but public: digests and fingerprints (SHA256:..., sha384-... in SRI attributes),
-# Stripe publishable keys, and base64 PEM blocks ("-----" is ``LS0tLS``): a private key among them
-# is caught by its own rule, the rest are certificates and public keys.
-_PUBLIC_PREFIX = re.compile(r"(?i:sha\d{1,3}|md5)-|pk_(?:live|test)_|LS0tLS")
+# Stripe publishable keys, PostHog project keys (``phc_``, in every page's snippet), and base64 PEM
+# blocks ("-----" is ``LS0tLS``): a private key among them is caught by its own rule, the rest are
+# certificates and public keys.
+_PUBLIC_PREFIX = re.compile(r"(?i:sha\d{1,3}|md5)-|pk_(?:live|test)_|phc_|LS0tLS")
 _DIGEST_BEFORE = re.compile(r"(?i:sha\d{0,3}|md5):$")
 # Random-looking but public by what precedes it: SSH public keys, "public key", fingerprints, digests.
 _PUBLIC_BEFORE = re.compile(
