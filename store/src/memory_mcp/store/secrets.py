@@ -225,7 +225,7 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
     SecretKind(
         "service_token",
         "an access token of a known service (PyPI, Mailchimp, Telegram, DigitalOcean, Shopify, Grafana, "
-        "Vault, Doppler, Sentry, ...)",
+        "Vault, Doppler, Sentry, Tailscale, ...) or a vendor's prefixed token",
     ),
     SecretKind("huggingface_token", "a Hugging Face access token"),
     SecretKind("vendor_api_key", "an API key of a named service (Datadog, New Relic, PagerDuty, ...)"),
@@ -1243,7 +1243,8 @@ def _identifiable_token(match: re.Match[str]) -> bool:
     prefix = match.group("p")[:-1]
     if any(part in _PUBLIC_TOKEN_PREFIXES for part in re.split(r"[_-]", prefix)):
         return False
-    if match.start() > 0 and match.string[match.start() - 1] in "/.:@#":
+    # Inside a URL path, a dotted name or a longer base64 run it is part of something else.
+    if match.start() > 0 and match.string[match.start() - 1] in "/.:@#+~":
         return False
     body = match.group("v")
     lower, upper, digit, _ = _classes(body)
