@@ -28,6 +28,9 @@ The conversion, in the LoCoMo shape that ``bench.locomo.load_locomo`` reads:
   topics, in an order rotated by ``k``;
 - each conversation is a session, dated one day after the one before from 1 March 2024 at a fixed
   10:00 am (the data has no dates); each exchange is two turns, ``User`` then ``Assistant``;
+- a turn longer than one memory may be (``validation.MAX_CONTENT``, less room for the speaker and
+  date ``bench.locomo`` puts in front) is cut at the last sentence end before that length (34
+  assistant turns of 6,624; a user message never is);
 - the question is the entry's ``question``, LoCoMo category 3 (the answer follows from a turn
   that does not state it as the answer);
 - its evidence is the user message of that conversation that holds the most of the preference's
@@ -52,6 +55,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from memory_mcp.store.validation import MAX_CONTENT
+
 SOURCE_SHA256 = "a6e3361c1a61d7e26a8aee1209a644a1b46c814e8b3ba0620ba259b2eacd025d"
 PERSONA_DIR = Path("benchmark_dataset/implicit_preference/persona-driven")
 TOPICS = 20
@@ -61,6 +66,10 @@ USER, ASSISTANT = "User", "Assistant"
 CATEGORY = 3
 # A question is kept when one user message holds at least this share of its preference's words.
 MIN_OVERLAP = 0.5
+
+# What a turn may hold: one memory, less the speaker and date in front ("Assistant (30 March, 2024): ").
+MAX_TURN = MAX_CONTENT - 64
+_SENTENCE_END = re.compile(r"[.!?]\s")
 
 _WORD = re.compile(r"[a-z]{3,}")
 _STOP = frozenset(
@@ -151,6 +160,15 @@ def evidence_turn(preference: str, user_messages: list[str]) -> int | None:
     return best if shares[best] >= MIN_OVERLAP else None
 
 
+def fit(text: str) -> str:
+    """``text``, or when it is longer than a memory may be, its longest run of whole sentences that
+    fits (else a cut at the last space)."""
+    if len(text) <= MAX_TURN:
+        return text
+    ends = [m.start() + 1 for m in _SENTENCE_END.finditer(text, 0, MAX_TURN)]
+    return text[: ends[-1] if ends else text.rfind(" ", 0, MAX_TURN)].rstrip()
+
+
 def source_sha256(files: list[tuple[str, bytes]]) -> str:
     digest = hashlib.sha256()
     for name, data in sorted(files):
@@ -180,7 +198,7 @@ def convert(topics: dict[str, list[dict[str, Any]]]) -> Built:
             for exchange in exchanges:
                 for speaker, key in ((USER, "user"), (ASSISTANT, "assistant")):
                     session.append(
-                        {"speaker": speaker, "dia_id": f"D{n}:{len(session) + 1}", "text": exchange[key]}
+                        {"speaker": speaker, "dia_id": f"D{n}:{len(session) + 1}", "text": fit(exchange[key])}
                     )
             conversation[f"session_{n}"] = session
             conversation[f"session_{n}_date_time"] = session_date_time(FIRST_DAY + timedelta(days=n - 1))

@@ -85,3 +85,11 @@ def test_no_message_with_half_the_words_means_no_evidence() -> None:
     assert pe.evidence_turn("I strongly dislike crowded beaches.", messages) == 1
     assert pe.evidence_turn("I strongly dislike crowded beaches.", ["Quiet towns please."]) is None
     assert pe.evidence_turn("I am.", messages) is None  # no content word to look for
+
+
+def test_a_turn_longer_than_a_memory_is_cut_at_a_sentence_end() -> None:
+    sentence = "The assistant explains one more thing at length here. "
+    long = sentence * (pe.MAX_TURN // len(sentence) + 3)
+    cut = pe.fit(long)
+    assert len(cut) <= pe.MAX_TURN and cut.endswith("here.") and long.startswith(cut)
+    assert pe.fit("Short. Kept whole.") == "Short. Kept whole."
