@@ -3,7 +3,7 @@ held-out corpus and an external corpus separately, and time per call on 2,000-ch
 
 Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
-[--secretlint PATH] [--semgrep PATH]``.
+[--secretlint PATH] [--semgrep PATH] [--kingfisher PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -40,12 +40,19 @@ credential (home directories, ``.env`` file names, Kubernetes Secret manifests, 
 user patterns, the example rule) are left out. Its negatives carry the same caveat: "this rule,
 so configured, does not report this line".
 
-The blind corpus now: the tests of semgrep-rules' secret rules (semgrep/semgrep-rules, commit
+The tests of semgrep-rules' secret rules (semgrep/semgrep-rules, commit
 ``157ae4706d7f54aa33647332f234dd68f30da195``, Semgrep Rules License v1.0: read at run time for
-this measurement, never copied here), never read while writing the rules and run once, after all
-tuning. ``--semgrep PATH`` reads a checkout: every test file under ``generic/secrets/security/``,
-the line after each ``ruleid:`` annotation (or ``todoruleid:``) as a positive, the line after each
-``ok:`` (or ``todook:``) as a negative.
+this measurement, never copied here) were the third blind corpus, run once and spent alike.
+``--semgrep PATH`` reads a checkout: every test file under ``generic/secrets/security/``, the line
+after each ``ruleid:`` annotation (or ``todoruleid:``) as a positive, the line after each ``ok:``
+(or ``todook:``) as a negative.
+
+The blind corpus now: the rule examples of Kingfisher (mongodb/kingfisher, Apache-2.0, commit
+``ee7c0db3ef87575768f817820c24736249ffcdef``), never read while writing the rules and run once,
+after all tuning. ``--kingfisher PATH`` reads a checkout: every rule file under ``data/rules/``, in
+Nosey Parker's format (Kingfisher grew from its rules), its ``examples`` as positives and its
+``negative_examples`` as negatives; with ``--noseyparker`` also the part of it that is not among
+Nosey Parker's examples.
 """
 
 from __future__ import annotations
@@ -262,9 +269,15 @@ NOSEYPARKER_RULES = Path("crates/noseyparker/data/default/builtin/rules")
 
 def noseyparker_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     """Nosey Parker's rule examples under `root` as (positives labelled by rule id, negatives)."""
+    return rule_examples(root / NOSEYPARKER_RULES)
+
+
+def rule_examples(folder: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """The examples of rule files in Nosey Parker's format (``rules: [{id, examples,
+    negative_examples}]``) under ``folder``: (positives labelled by rule id, negatives)."""
     positives: dict[str, str] = {}
     negatives: set[str] = set()
-    for path in sorted((root / NOSEYPARKER_RULES).glob("*.yml")):
+    for path in sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")]):
         for rule in yaml.safe_load(path.read_text("utf-8")).get("rules") or ():
             for text in rule.get("examples") or ():
                 if isinstance(text, str) and text.strip():
@@ -329,6 +342,23 @@ def _report_secretlint(root: Path) -> None:
     _report_by_kind(positives)
 
 
+KINGFISHER_RULES = Path("data/rules")
+
+
+def _report_kingfisher(root: Path, noseyparker: Path | None) -> None:
+    positives, negatives = rule_examples(root / KINGFISHER_RULES)
+    rules = len({rule for _, rule in positives})
+    _report_outside(f"blind (Kingfisher rule examples, {rules} rules)", positives, negatives)
+    if noseyparker is not None:  # Kingfisher grew from Nosey Parker's rules: the part not seen there
+        seen = {text for text, _ in noseyparker_samples(noseyparker)[0]}
+        fresh = [(text, rule) for text, rule in positives if text not in seen]
+        _report_outside(
+            f"blind (Kingfisher rule examples not among Nosey Parker's, {len({r for _, r in fresh})} rules)",
+            fresh,
+            [text for text in negatives if text not in seen],
+        )
+
+
 SEMGREP_SECRETS = Path("generic/secrets/security")
 # A test annotation of semgrep-rules: a comment naming the rule that must (``ruleid``) or must not
 # (``ok``) match the next line; ``todo`` ones mark what the rule gets wrong today, and the line is
@@ -369,7 +399,11 @@ def _report_by_kind(positives: list[tuple[str, str]]) -> None:
 def _report_semgrep(root: Path) -> None:
     positives, negatives = semgrep_samples(root)
     rules = len({rule for _, rule in positives})
-    _report_outside(f"blind (semgrep-rules secret rule tests, {rules} rules)", positives, negatives)
+    _report_outside(
+        f"semgrep-rules secret rule tests, {rules} rules (run once blind, since tuned on)",
+        positives,
+        negatives,
+    )
     _report_by_kind(positives)
 
 
@@ -426,6 +460,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of semgrep/semgrep-rules (blind corpus: run once, never tuned on)",
     )
+    parser.add_argument(
+        "--kingfisher",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of mongodb/kingfisher (blind corpus: run once, never tuned on)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -445,6 +485,8 @@ def main() -> None:
         _report_secretlint(args.secretlint)
     if args.semgrep is not None:
         _report_semgrep(args.semgrep)
+    if args.kingfisher is not None:
+        _report_kingfisher(args.kingfisher, args.noseyparker)
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

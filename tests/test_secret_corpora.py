@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.secret_detection import SECRETLINT_RULES, SEMGREP_SECRETS, secretlint_samples, semgrep_samples
+from bench.secret_detection import (
+    SECRETLINT_RULES,
+    SEMGREP_SECRETS,
+    rule_examples,
+    secretlint_samples,
+    semgrep_samples,
+)
 
 
 def _snapshot(root: Path, rule: str, case: str, source: str, lines: list[tuple[int, int, str]]) -> None:
@@ -51,3 +57,18 @@ def test_semgrep_annotations_label_the_line_after_them(tmp_path: Path) -> None:
     positives, negatives = semgrep_samples(tmp_path)
     assert positives == [("thing_key = AAA111", "detected-thing"), ("thing_key: BBB222", "detected-thing")]
     assert negatives == ["thing_key = placeholder", "thing_key: ${THING}"]
+
+
+def test_rule_files_in_nosey_parkers_format_give_examples_and_negative_examples(tmp_path: Path) -> None:
+    (tmp_path / "vendor.yml").write_text(
+        "rules:\n"
+        "  - id: vendor.1\n"
+        "    examples: ['vendor_key = AAA111', '']\n"
+        "    negative_examples: ['vendor_key = example', 'vendor_key = AAA111']\n"
+        "  - id: vendor.2\n"
+        "    examples: ['vendor_token: BBB222']\n"
+    )
+    (tmp_path / "empty.yaml").write_text("rules: []\n")
+    positives, negatives = rule_examples(tmp_path)
+    assert positives == [("vendor_key = AAA111", "vendor.1"), ("vendor_token: BBB222", "vendor.2")]
+    assert negatives == ["vendor_key = example"]  # an example that is also a negative counts as a positive
