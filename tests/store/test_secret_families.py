@@ -353,6 +353,67 @@ FAMILIES: list[tuple[str, str, str]] = [
         f"pi_{_random(24, seed=61)} was paid with rtk_prod_{_random(40, seed=62)}",
         f"pi_{_random(24, seed=61)} settled as txn_{_random(24, seed=63)} (request req_{_random(14, seed=64)})",
     ),
+    (
+        "a private-key header the paste was cut off after",
+        "\n-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        "the file starts with -----BEGIN OPENSSH PRIVATE KEY----- and ends with its END line",
+    ),
+    (
+        "a PGP private-key header alone",
+        "\n  -----BEGIN PGP PRIVATE KEY BLOCK-----",
+        "export it with gpg --armor: the output opens with `-----BEGIN PGP PRIVATE KEY BLOCK-----`",
+    ),
+    (
+        "an AWS session token",
+        f"export AWS_SESSION_TOKEN=IQoJb3JpZ2luX2VjE{_random(300, _B64, seed=75)}==",
+        "export AWS_SESSION_TOKEN=$(aws sts get-session-token --query Credentials.SessionToken)",
+    ),
+    (
+        "an AWS security token in a header",
+        f"X-Amz-Security-Token: {_random(200, _B64, seed=76)}",
+        "X-Amz-Security-Token: <the session token of the assumed role>",
+    ),
+    (
+        "a Mailgun private key",
+        f"key-{_random(32, _HEX, seed=77)}",
+        f"s3://cache/key-{_random(32, _HEX, seed=77)}",
+    ),
+    ("Kolide", f"k2sk_v1_{_random(24, seed=78)}", "k2sk_v1_ starts a Kolide key"),
+    (
+        "an Amazon MWS auth token",
+        "amzn.mws.4ea38b7b-f563-7709-4bae-87aeaa3c8e3f",
+        "amzn.mws.<uuid> is the shape of an MWS auth token",
+    ),
+    (
+        "an Onfido API token",
+        f"api_live_us.{_random(11, seed=79)}.{_random(32, seed=80)}",
+        "api_live.key_id is what the Onfido client reads",
+    ),
+    (
+        "a Braintree access token",
+        f"access_token$production${_random(16, _LOWER36, seed=81)}${_random(32, _HEX, seed=82)}",
+        "access_token$production$<merchant id>$<secret>",
+    ),
+    (
+        "a SoftLayer key after its name",
+        f"SOFTLAYER: {_random(64, _HEX, seed=83)}",
+        f"softlayer image sha256 {_random(64, _HEX, seed=83)}",
+    ),
+    (
+        "a key in an Android string resource",
+        f'<string name="hockeyapp_key">{_random(32, _HEX, seed=84)}</string>',
+        f'<string name="cache_key">{_random(32, _HEX, seed=84)}</string>',
+    ),
+    (
+        "a Snyk token",
+        f"API_SNYK='{_UUID}'",
+        f"SNYK_ORG_ID='{_UUID}'",
+    ),
+    (
+        "an .npmrc _auth",
+        "//registry.example.com/npm/:_auth=ZGVwbG95Oks5dCNtUTJ4",
+        "//registry.example.com/npm/:_auth=${NPM_AUTH}",
+    ),
 ]
 
 
@@ -397,6 +458,11 @@ KEPT: list[str] = [
     "def test_refreshes_the_access_token_when_the_refresh_token_is_still_valid():",
     "call app_ValueMapListCacheMapV2UserValueIdMap42 before the export",
     f"call foo_{_random(36, seed=74)} in the fixture",
+    f"OAuth client {_random(12, string.digits, seed=85)}-{_random(32, _LOWER36, seed=86)}.apps.googleusercontent.com",
+    '"type": "service_account"',
+    "APIKEY - 123567890123456789012345678901234567890",
+    "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+    'f"https://user123:{_github_pat(github_secret_name)}@github.com/"',
 ]
 
 

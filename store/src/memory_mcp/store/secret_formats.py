@@ -83,6 +83,13 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat("service_token", "Heroku", "HRKU-AA", _B64URL + "{58}"),
     TokenFormat("service_token", "AWS AppSync API key", "da2-", r"[a-z0-9]{26}"),
     TokenFormat("service_token", "Octopus Deploy", "API-", r"[A-Z0-9]{26}"),
+    # Amazon Marketplace Web Service auth tokens: ``amzn.mws.`` and a UUID.
+    TokenFormat(
+        "service_token",
+        "Amazon MWS auth token",
+        "amzn.mws.",
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    ),
     # HashiCorp Vault (1.10+, "Tokens" in Vault's docs): ``hvs.`` service, ``hvb.`` batch and ``hvr.``
     # recovery tokens. With server-side consistent tokens a service token carries its index and runs
     # to 90+ characters; without them the body is 24 base62 characters (random, so with a digit).
@@ -164,6 +171,16 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat("service_token", "Frame.io", "fio-u-", r"[A-Za-z0-9_=-]{64}"),
     TokenFormat("service_token", "Adobe client secret", "p8e-", r"[A-Za-z0-9]{32}"),
     TokenFormat("service_token", "Perplexity", "pplx-", r"[A-Za-z0-9]{48}"),
+    TokenFormat("service_token", "Kolide", "k2sk_v1_", r"[A-Za-z0-9]{24,}"),
+    # Onfido API tokens: ``api_live.`` or ``api_sandbox.``, a region for data outside the EU
+    # (``api_live_us.``, ``api_live_ca.``), an 11-character id, ``.`` and a 32-character secret.
+    *(
+        TokenFormat(
+            "service_token", "Onfido", f"api_{mode}{region}.", r"[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{32}"
+        )
+        for mode in ("live", "sandbox")
+        for region in ("", "_us", "_ca")
+    ),
     TokenFormat("service_token", "1Password service account", "ops_eyJ", r"[A-Za-z0-9+/]{250,}={0,3}"),
     TokenFormat(
         "service_token",

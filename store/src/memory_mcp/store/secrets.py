@@ -61,14 +61,21 @@ Rules
    Vault tokens (``hvs.``/``hvr.`` with 24 random characters or 90+, ``hvb.``; the legacy ``s.``/``b.``
    and 24 only after a Vault word), Terraform Cloud tokens (``<14>.atlasv1.<60-70>``), and Consul and
    Nomad ACL tokens, UUIDs, after their header or variable name (``X-Consul-Token``, ``NOMAD_TOKEN``)
-   or ``-token`` on their own command line.
+   or ``-token`` on their own command line. Mailgun keys (``key-`` and 32 hex as a token of its
+   own), Kolide (``k2sk_v1_``), Amazon MWS (``amzn.mws.<uuid>``), Onfido (``api_live.``,
+   ``api_live_us.``, ...), Braintree access tokens (``access_token$production$...``), AWS session
+   tokens (by the encoded opening of their base64, or after ``AWS_SESSION_TOKEN`` or
+   ``X-Amz-Security-Token``; a few characters masked inside one leave the rest a token), SoftLayer
+   keys (64 hex after the name) and Snyk tokens (a UUID after a Snyk name that is not an id's, or
+   ``snyk auth``).
 2. **Structural formats**: JWTs (three base64url segments whose header decodes to a JSON object with
    ``alg``; without the signature, the payload must decode to a JSON object too), PEM private-key
    blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material, also on quoted or commented
-   lines; or a whole BEGIN/END block whose body is not a stand-in), the
+   lines; or a whole BEGIN/END block whose body is not a stand-in; or the header alone on its line
+   at the end of the text, a paste cut off after its first line), the
    same block base64-encoded once more (``LS0tLS1CRUdJTi...``, as Kubernetes Secret data holds it),
    URLs with a password in the user-info part (``postgres://user:pw@host``, ``redis://:pw@host``),
-   ``Authorization: Basic <base64 user:password>``, ``curl -u user:password`` and
+   ``Authorization: Basic <base64 user:password>``, ``.npmrc``'s ``_auth=``, ``curl -u user:password`` and
    ``Bearer <token>``; Oracle JDBC URLs (``jdbc:oracle:thin:USER/PASSWORD@host``), ``.pgpass`` lines
    (``host:port:db:user:password``) and ODBC passwords in braces (``Pwd={pa;ss}``). **Password
    hashes** in the formats that store them (`secret_formats.PASSWORD_HASH_FORMATS`: bcrypt, md5-,
@@ -99,7 +106,8 @@ Rules
    (``fastlyKey = "<random>"``; not ``cacheKey``), XML elements named after a credential
    (``<password>X</password>``, Jenkins' ``<secret>{AQAAABAAAA...}</secret>``) and a name and value
    as two string literals (``Header.Set("X-Api-Key", "...")``, ``{ "AccountKey", "..." }``) too, and
-   as XML attributes (``<add key="SmtpPassword" value="..."/>``, ``<entry key="db.password">...``); a
+   as XML attributes (``<add key="SmtpPassword" value="..."/>``, ``<entry key="db.password">...``,
+   ``<string name="hockeyapp_key">`` with a key-shaped value); a
    literal password as the third argument of a connection call (``mysqli_connect``, ``new PDO``,
    ``DriverManager.getConnection``); front-end build variables named after a credential
    (``REACT_APP_``, ``NEXT_PUBLIC_``, ``VITE_``, ``EXPO_PUBLIC_``, ``VUE_APP_``, ...: shipped to every
@@ -120,7 +128,8 @@ Rules
 What does *not* count as a secret (so that notes *about* credentials can be saved):
 
 - **Placeholders and references**: values in angle brackets or templates (``<password>``,
-  ``${DB_PASSWORD}``, ``{{ secrets.token }}``, ``%(pw)s``, ``$(cat file)``: the whole construct, with
+  ``${DB_PASSWORD}``, ``{{ secrets.token }}``, ``%(pw)s``, ``$(cat file)``, an f-string's
+  ``{name}`` or ``{call(args)}`` as the whole value: the whole construct, with
   an expression inside the braces; a lone ``<``, ``>`` or ``$(``, or braces around symbols
   (``m{{h}o)p${e]...``), are characters of a password), masked values (``***``, ``xxxx``, ``...``),
   values containing marker words (``example``, ``your``, ``changeme``, ``redacted``, ``dummy``,
@@ -492,6 +501,9 @@ _TOKEN_SEPARATORS = re.compile(r"[-_.~+/=]")
 # that merely starts with ``$`` or holds a ``(`` is not one.
 _REFERENCE_START = re.compile(r"\$\{|\$\(|\$[A-Za-z_]\w*$|%[A-Za-z_]\w*%$|%\(|@[A-Za-z]|[&*][A-Za-z_]\w*$")
 _CALL = re.compile(r"[A-Za-z_][\w.:]*\(")
+# A replacement field of an f-string, ``str.format`` or C# interpolation as the whole value
+# (``{db_password}``, ``{_github_pat(name)}``): the value is computed where the text is run.
+_FORMAT_FIELD = re.compile(r"\{[A-Za-z_][\w.]*(?:\([\w\s.,'\"]*\))?(?:![rsa])?(?::[^{}\s]*)?\}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 # Randomness thresholds; the module docstring explains where they come from.
@@ -564,7 +576,7 @@ def _is_placeholder(value: str, markers: _Markers = _MARKERS) -> bool:
 
 def _is_reference(value: str) -> bool:
     """A name that points at a secret kept elsewhere (env var, attribute, call, path, URL)."""
-    if _REFERENCE_START.match(value) or _CALL.match(value):
+    if _REFERENCE_START.match(value) or _CALL.match(value) or _FORMAT_FIELD.fullmatch(value):
         return True
     if _ENV_NAME.fullmatch(value) or _SNAKE_WORDS.fullmatch(value) or _DOTTED_NAME.fullmatch(value):
         return True
@@ -1053,6 +1065,14 @@ def _base64_pem(match: re.Match[str]) -> bool:
     return len(data) >= 120 and b"PRIVATE KEY" in header
 
 
+def _pem_header(match: re.Match[str]) -> bool:
+    """A private-key header followed by key material, or alone on its line at the end of the text."""
+    if match.group("end") is not None:
+        text, start = match.string, match.start()
+        return not text[text.rfind("\n", 0, start) + 1 : start].strip()
+    return match.group("v") is None or _varied(match.group("v"))
+
+
 _CURL = re.compile(r"\bcurl\s")
 _WORD = string.ascii_letters + string.digits + "_"
 _WORD_DASH = _WORD + "-"
@@ -1510,10 +1530,81 @@ _VENDOR_HINTS = tuple(
 def _vendor_key(match: re.Match[str]) -> bool:
     value = match.group("v")
     between = match.string[match.start() : match.start("v")]
-    # Words between the name and the value that make it something else: a commit, a version, a ticket.
-    if re.search(r"(?i)\b(?:commit|sha|version|release|build|ticket|issue|trace|request|id)\b", between):
+    if _NOT_A_KEY_BETWEEN.search(between):
         return False
     return _token_shaped(value) or _random_upper(value)
+
+
+# Words between a service's name and a value that make the value something else: a commit, a digest,
+# a version, a ticket.
+_NOT_A_KEY_BETWEEN = re.compile(
+    r"(?i)\b(?:commit|sha|sha\d{1,3}|digest|checksum|version|release|build|ticket|issue|trace|request|id)\b"
+)
+
+
+# SoftLayer (IBM Cloud classic) API keys are 64 hex characters with no prefix: after the name, any
+# such value that is not a stand-in (a repeated test key included) is one.
+_SOFTLAYER_KEY = r"softlayer[^\n]{0,40}?(?<![a-z0-9])(?P<v>[a-f0-9]{64})(?![a-z0-9])"
+
+
+def _softlayer_key(match: re.Match[str]) -> bool:
+    between = match.string[match.start() : match.start("v")]
+    return _NOT_A_KEY_BETWEEN.search(between) is None and _varied(match.group("v"))
+
+
+# Snyk API tokens are UUIDs: one is a token only after a Snyk name that is not an id's
+# (``SNYK_TOKEN``, ``API_SNYK``; not ``SNYK_ORG_ID``), or after ``snyk auth``.
+_SNYK_TOKEN = (
+    rf"""(?<![a-z0-9])(?P<n>[a-z0-9_]*snyk[a-z0-9_]*)["']?[ \t]*(?::=|=>|=|:)[ \t]*["']?(?P<v>{_UUID.pattern})"""
+    rf"(?![0-9a-f-])|\bsnyk[ \t]+auth[ \t]+(?P<a>{_UUID.pattern})(?![0-9a-f-])"
+)
+_SNYK_ID_WORDS = frozenset({"org", "organization", "project", "id", "group", "integration", "target", "user"})
+
+
+def _snyk_token(match: re.Match[str]) -> bool:
+    name = match.group("n")
+    if name is not None and _SNYK_ID_WORDS.intersection(name.lower().split("_")):
+        return False
+    return _varied((match.group("v") or match.group("a")).replace("-", ""))
+
+
+# Mailgun private API keys: ``key-`` and 32 hex, the whole a token of its own; not a part of a path,
+# a dotted or colon-separated name (``s3://cache/key-<md5>``, ``app:key-<md5>``).
+_MAILGUN_KEY = re.compile(r"key-(?P<v>[0-9a-f]{32})(?![A-Za-z0-9_-])")
+# Braintree (PayPal) access tokens: ``access_token$production$<merchant id>$<secret>``.
+_BRAINTREE_TOKEN = re.compile(
+    r"access_token\$(?:production|sandbox)\$(?P<v>[a-z0-9]{16}\$[a-z0-9]{32})(?![A-Za-z0-9])"
+)
+
+# AWS session tokens (STS temporary credentials): 300 to 1,000+ characters of base64 that open with
+# an encoded header of their own (``FQoGZXIvYXdz``, ``FwoGZXIvYXdz``, ``IQoJb3JpZ2lu``, ``AQoDYXdz``),
+# or any such run after their names. A few characters masked in one (``...XXXXXXXX...``) leave the
+# rest in view: a piece of 40+ random characters between the masks is still refused.
+_AWS_SESSION_TOKEN_OPENINGS = ("FQoGZXIvYXdz", "FwoGZXIvYXdz", "IQoJb3JpZ2lu", "AQoDYXdz")
+_AWS_SESSION_TOKEN = re.compile(
+    rf"(?P<v>(?:{'|'.join(_AWS_SESSION_TOKEN_OPENINGS)})[A-Za-z0-9+/]{{100,}}={{0,3}})(?![A-Za-z0-9+/=])"
+)
+_AWS_SESSION_TOKEN_NAMED = (
+    r"(?:aws[_-]?session[_-]?token|aws[_-]?security[_-]?token|x-amz-security-token)"
+    r"""["']?[ \t]*(?::=|=>|=|:)?[ \t]*["']?(?P<v>[a-z0-9+/]{100,}={0,3})(?![a-z0-9+/=])"""
+)
+MIN_SESSION_TOKEN_PIECE = 40
+_MASK_RUN = re.compile(r"[xX*#.?\u2022]{4,}")
+
+
+def _session_token(match: re.Match[str]) -> bool:
+    value = match.group("v")
+    if _TEMPLATE.search(value) is not None:
+        return False
+    # Marked as a sample (``SAMPLEIvYXdz...``): a key only if `_key_beside_marker` says so.
+    if _WORD_MARKERS.search(value) is not None:
+        return _key_beside_marker(value)
+    return any(
+        len(piece) >= MIN_SESSION_TOKEN_PIECE
+        and not _is_placeholder(piece)
+        and _looks_random(_TOKEN_SEPARATORS.sub("", piece))
+        for piece in _MASK_RUN.split(value)
+    )
 
 
 def _random_upper(value: str) -> bool:
@@ -1739,7 +1830,8 @@ _CONNECT_CALL = re.compile(
 # (Java properties in XML). A key or token needs a random or key-shaped value, as in `_literal_pair`.
 _XML_NAMED_VALUE = (
     r"""(?:key|name)[ \t]*=[ \t]*(?P<q>["'])[a-z0-9_.:-]*?(?P<n>passwor[dt]|passwd|pwd|secret|token|"""
-    r"""api[_.-]?key|(?:access|account|private|secret|auth|subscription|client)[_.-]?(?:key|secret))(?P=q)"""
+    r"""api[_.-]?key|(?:access|account|private|secret|auth|subscription|client)[_.-]?(?:key|secret)"""
+    r"""|(?P<k>[a-z0-9]+)[_.-]key)(?P=q)"""
     r"""(?:[ \t]+value[ \t]*=[ \t]*(?P<v>"[^"\n]{1,2000}"|'[^'\n]{1,2000}')|[ \t]*>(?P<t>[^<\n]{1,2000})<)"""
 )
 
@@ -1748,6 +1840,10 @@ def _xml_named_value(match: re.Match[str]) -> bool:
     value = match.group("t") if match.group("v") is None else _unquote(match.group("v"))[0]
     if not _assigned_value_is_secret(value.strip()):
         return False
+    # ``<string name="hockeyapp_key">`` (an Android resource), ``<add key="mapbox_key" .../>``: a key
+    # named after its service, unless the word before ``key`` names a data-structure key.
+    if match.group("k") is not None:
+        return match.group("k").lower() not in _NOT_CREDENTIAL_KEYS and _key_shaped(value.strip())
     name = match.group("n").lower()
     return name.startswith("p") or _token_shaped(value) or _key_shaped(value)
 
@@ -1844,7 +1940,11 @@ _RULES: tuple[_Rule, ...] = (
     _prefix_rule("gitlab_token"),
     _Rule(
         "slack_webhook",
-        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]+/[A-Za-z0-9/]{20,}"),
+        re.compile(
+            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]+/(?P<v>[A-Za-z0-9/]{20,})"
+        ),
+        # The last part of the path is the secret: filled with ``X`` it is Slack's documented mask.
+        _value(lambda v: _varied(v.rstrip("/").rsplit("/", 1)[-1])),
     ),
     _Rule(
         "discord_webhook",
@@ -1976,6 +2076,32 @@ _RULES: tuple[_Rule, ...] = (
         not_after=_WORD,
         anchors=_VENDOR_HINTS,
     ),
+    _any_case("vendor_api_key", _SOFTLAYER_KEY, _softlayer_key, anchors=("softlayer",)),
+    _any_case("vendor_api_key", _SNYK_TOKEN, _snyk_token, hints=("snyk",)),
+    _Rule(
+        "vendor_api_key",
+        _MAILGUN_KEY,
+        _value(_varied),
+        not_after=_WORD_DASH + "/.:",
+        anchors=("key-",),
+        in_tokens=True,
+    ),
+    _Rule("service_token", _BRAINTREE_TOKEN, _value(_varied), not_after=_WORD, anchors=("access_token$",)),
+    _Rule(
+        "service_token",
+        _AWS_SESSION_TOKEN,
+        _session_token,
+        not_after=_B64[1:-1],
+        anchors=tuple(opening.lower() for opening in _AWS_SESSION_TOKEN_OPENINGS),
+        in_tokens=True,
+    ),
+    _any_case(
+        "service_token",
+        _AWS_SESSION_TOKEN_NAMED,
+        _session_token,
+        hints=("token",),
+        anchors=("aws", "x-amz-security-token"),
+    ),
     _Rule(
         "huggingface_token",
         re.compile(r"(?P<v>(?:hf|api_org)_[A-Za-z0-9]{30,40})(?![A-Za-z0-9_])"),
@@ -2007,11 +2133,14 @@ _RULES: tuple[_Rule, ...] = (
         "private_key",
         # Key material after the header, also when each line carries a quote or comment marker
         # (``> `` in a quoted mail, ``# `` or ``// `` in code, ``"...\\n" +`` in a string).
+        # Or the header alone on its line at the end of the text: a key whose paste was cut off after
+        # its first line (or whose body follows in the next memory). Named in prose or in backticks,
+        # or with anything but key material after it, the header is about the format and passes.
         re.compile(
             r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----(?:\\[nr]|\s|[>#*;\"'+]|//)*"
-            r"(?:Proc-Type:|Version:|(?P<v>[A-Za-z0-9+/=]{20}))"
+            r"(?:Proc-Type:|Version:|(?P<v>[A-Za-z0-9+/=]{20})|(?P<end>\Z))"
         ),
-        lambda match: match.group("v") is None or _varied(match.group("v")),
+        _pem_header,
     ),
     _Rule(
         "private_key",
@@ -2072,6 +2201,14 @@ _RULES: tuple[_Rule, ...] = (
         rf"authorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<v>{_B64}{{8,}}={{0,2}})",
         _basic_auth_decodes,
         hints=("authorization",),
+    ),
+    # ``.npmrc``'s ``_auth``: base64 of ``user:password`` (a plain value works as well), per registry
+    # (``//registry.example.com/:_auth=``) or set through ``NPM_CONFIG__AUTH``.
+    _any_case(
+        "basic_auth",
+        r"""(?<![a-z0-9-])_auth[ \t]*=[ \t]*(?P<v>"[^"\n]{1,500}"|'[^'\n]{1,500}'|[^\s"'#;]{1,500})""",
+        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        anchors=("_auth",),
     ),
     _Rule(
         "basic_auth",
