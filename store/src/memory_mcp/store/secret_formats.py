@@ -175,11 +175,8 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     # Onfido API tokens: ``api_live.`` or ``api_sandbox.``, a region for data outside the EU
     # (``api_live_us.``, ``api_live_ca.``), an 11-character id, ``.`` and a 32-character secret.
     *(
-        TokenFormat(
-            "service_token", "Onfido", f"api_{mode}{region}.", r"[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{32}"
-        )
-        for mode in ("live", "sandbox")
-        for region in ("", "_us", "_ca")
+        TokenFormat("service_token", "Onfido", prefix, r"(?:_us|_ca)?\.[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{32}")
+        for prefix in ("api_live", "api_sandbox")
     ),
     TokenFormat("service_token", "1Password service account", "ops_eyJ", r"[A-Za-z0-9+/]{250,}={0,3}"),
     TokenFormat(

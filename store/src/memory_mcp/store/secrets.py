@@ -576,7 +576,9 @@ def _is_placeholder(value: str, markers: _Markers = _MARKERS) -> bool:
 
 def _is_reference(value: str) -> bool:
     """A name that points at a secret kept elsewhere (env var, attribute, call, path, URL)."""
-    if _REFERENCE_START.match(value) or _CALL.match(value) or _FORMAT_FIELD.fullmatch(value):
+    if _REFERENCE_START.match(value) or _CALL.match(value):
+        return True
+    if value.startswith("{") and _FORMAT_FIELD.fullmatch(value):
         return True
     if _ENV_NAME.fullmatch(value) or _SNAKE_WORDS.fullmatch(value) or _DOTTED_NAME.fullmatch(value):
         return True
@@ -1334,6 +1336,9 @@ def _decoded_base64(blob: str) -> str | None:
     return decoded if decoded.isprintable() and len(decoded) >= 12 else None
 
 
+_PEM_HEADER = re.compile(r"-----BEGIN[A-Z0-9 ]{0,20} PRIVATE KEY(?: BLOCK)?-----")
+
+
 def _base64_hidden(text: str) -> SecretMatch | None:
     """A credential inside base64: what the rules find in the decoded text, or an ``id:secret`` pair
     (how client credentials and registry auth are sent)."""
@@ -1343,7 +1348,9 @@ def _base64_hidden(text: str) -> SecretMatch | None:
         decoded = _decoded_base64(match.group())
         if decoded is None:
             continue
-        if (inner := _find(decoded, decode=False)) is not None:
+        # Base64 of a private-key header alone is the encoded prefix that notes quote
+        # ("encoded keys start with LS0tLS1CRUdJTi..."), not a paste cut short after its header.
+        if (inner := _find(decoded, decode=False)) is not None and not _PEM_HEADER.fullmatch(decoded.strip()):
             return inner
         pair = _ID_SECRET.fullmatch(decoded)
         if pair is not None and (_credential_like(pair["v"]) or _password_like(pair["v"])):
@@ -1555,15 +1562,21 @@ def _softlayer_key(match: re.Match[str]) -> bool:
 # Snyk API tokens are UUIDs: one is a token only after a Snyk name that is not an id's
 # (``SNYK_TOKEN``, ``API_SNYK``; not ``SNYK_ORG_ID``), or after ``snyk auth``.
 _SNYK_TOKEN = (
-    rf"""(?<![a-z0-9])(?P<n>[a-z0-9_]*snyk[a-z0-9_]*)["']?[ \t]*(?::=|=>|=|:)[ \t]*["']?(?P<v>{_UUID.pattern})"""
-    rf"(?![0-9a-f-])|\bsnyk[ \t]+auth[ \t]+(?P<a>{_UUID.pattern})(?![0-9a-f-])"
+    rf"""snyk(?P<n>[a-z0-9_]*)["']?[ \t]*(?::=|=>|=|:)[ \t]*["']?(?P<v>{_UUID.pattern})(?![0-9a-f-])"""
+    rf"|snyk[ \t]+auth[ \t]+(?P<a>{_UUID.pattern})(?![0-9a-f-])"
 )
 _SNYK_ID_WORDS = frozenset({"org", "organization", "project", "id", "group", "integration", "target", "user"})
 
 
 def _snyk_token(match: re.Match[str]) -> bool:
-    name = match.group("n")
-    if name is not None and _SNYK_ID_WORDS.intersection(name.lower().split("_")):
+    text, start = match.string, match.start()
+    name_start = start
+    while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] == "_"):
+        name_start -= 1
+    if match.group("a") is not None and name_start < start:
+        return False
+    name = text[name_start : match.end("n")] if match.group("n") is not None else ""
+    if _SNYK_ID_WORDS.intersection(name.lower().split("_")):
         return False
     return _varied((match.group("v") or match.group("a")).replace("-", ""))
 
@@ -2076,30 +2089,20 @@ _RULES: tuple[_Rule, ...] = (
         not_after=_WORD,
         anchors=_VENDOR_HINTS,
     ),
-    _any_case("vendor_api_key", _SOFTLAYER_KEY, _softlayer_key, anchors=("softlayer",)),
+    # Rare words: hinted, then searched (a search for a literal opening runs in C).
+    _any_case("vendor_api_key", _SOFTLAYER_KEY, _softlayer_key, hints=("softlayer",)),
     _any_case("vendor_api_key", _SNYK_TOKEN, _snyk_token, hints=("snyk",)),
+    _Rule("vendor_api_key", _MAILGUN_KEY, _value(_varied), hints=("key-",), not_after=_WORD_DASH + "/.:"),
+    _Rule("service_token", _BRAINTREE_TOKEN, _value(_varied), hints=("access_token$",), not_after=_WORD),
+    # ``ZXIvYXdz`` and ``YXdz`` ("er/aws", "aws") are in three openings, ``b3JpZ2lu`` ("origin") in the fourth.
     _Rule(
-        "vendor_api_key",
-        _MAILGUN_KEY,
-        _value(_varied),
-        not_after=_WORD_DASH + "/.:",
-        anchors=("key-",),
-        in_tokens=True,
-    ),
-    _Rule("service_token", _BRAINTREE_TOKEN, _value(_varied), not_after=_WORD, anchors=("access_token$",)),
-    _Rule(
-        "service_token",
-        _AWS_SESSION_TOKEN,
-        _session_token,
-        not_after=_B64[1:-1],
-        anchors=tuple(opening.lower() for opening in _AWS_SESSION_TOKEN_OPENINGS),
-        in_tokens=True,
+        "service_token", _AWS_SESSION_TOKEN, _session_token, hints=("yxdz", "b3jpz2lu"), not_after=_B64[1:-1]
     ),
     _any_case(
         "service_token",
         _AWS_SESSION_TOKEN_NAMED,
         _session_token,
-        hints=("token",),
+        hints=("session", "security"),
         anchors=("aws", "x-amz-security-token"),
     ),
     _Rule(
@@ -2206,9 +2209,10 @@ _RULES: tuple[_Rule, ...] = (
     # (``//registry.example.com/:_auth=``) or set through ``NPM_CONFIG__AUTH``.
     _any_case(
         "basic_auth",
-        r"""(?<![a-z0-9-])_auth[ \t]*=[ \t]*(?P<v>"[^"\n]{1,500}"|'[^'\n]{1,500}'|[^\s"'#;]{1,500})""",
+        r"""_auth[ \t]*=[ \t]*(?P<v>"[^"\n]{1,500}"|'[^'\n]{1,500}'|[^\s"'#;]{1,500})""",
         _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
-        anchors=("_auth",),
+        hints=("_auth",),
+        not_after=string.ascii_letters + string.digits + "-",
     ),
     _Rule(
         "basic_auth",
