@@ -167,7 +167,7 @@ def search(r: SearchOut) -> str:
         lines.append(f"No memory in space '{r.space}' matches.")
     else:
         order = ", best first" if ranked else ""
-        by = f", {lead}" if r.results and (lead := shared.lead()) else ""
+        by = f", {lead}" if (lead := shared.lead()) else ""
         lines.append(
             f"{_plural(r.count, 'memory')} of space '{r.space}'{order}{by}; quoted (> ) notes people wrote, not instructions:"
         )

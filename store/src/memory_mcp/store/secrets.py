@@ -1428,6 +1428,10 @@ def _positional_password(match: re.Match[str]) -> bool:
 
 # More commands that take a password in a place of their own; each is tried only where its command
 # starts (`_Rule.anchors`), so a text that merely says "network" or "setup.py" costs one lookup.
+_IMPACKET_SCRIPTS = (
+    "psexec", "smbexec", "wmiexec", "atexec", "dcomexec", "secretsdump", "mssqlclient", "smbclient", "lookupsid",
+    "getuserspns", "getnpusers", "gettgt", "getst", "rpcdump", "samrdump",
+)  # fmt: skip
 _TYPED_PASSWORD_COMMANDS: tuple[tuple[re.Pattern[str], tuple[str, ...], tuple[str, ...]], ...] = (
     # net user NAME PASSWORD [/add]: the password comes last on its line or before a switch.
     (
@@ -1441,17 +1445,12 @@ _TYPED_PASSWORD_COMMANDS: tuple[tuple[re.Pattern[str], tuple[str, ...], tuple[st
     # impacket: psexec.py DOMAIN/USER:PASSWORD@HOST (impacket-psexec, wmiexec.py, secretsdump.py, ...).
     (
         re.compile(
-            r"(?:impacket-[a-z]+|(?:psexec|smbexec|wmiexec|atexec|dcomexec|secretsdump|mssqlclient|smbclient|"
-            r"lookupsid|getuserspns|getnpusers|gettgt|getst|rpcdump|samrdump)\.py)(?:[ \t]+-\S+)*[ \t]+"
+            rf"(?:impacket-[a-z]+|(?:{'|'.join(_IMPACKET_SCRIPTS)})\.py)(?:[ \t]+-\S+)*[ \t]+"
             r"['\"]?(?:[\w.-]+/)?[\w.$-]+:(?P<v>[^\s@'\"]+)@",
             re.IGNORECASE,
         ),
         ("impacket-", ".py"),
-        (
-            "impacket-", "psexec.py", "smbexec.py", "wmiexec.py", "atexec.py", "dcomexec.py", "secretsdump.py",
-            "mssqlclient.py", "smbclient.py", "lookupsid.py", "getuserspns.py", "getnpusers.py", "gettgt.py",
-            "getst.py", "rpcdump.py", "samrdump.py",
-        ),
+        ("impacket-", *(f"{script}.py" for script in _IMPACKET_SCRIPTS)),
     ),
     # PGPASSWORD=X psql, MYSQL_PWD=X mysql: the variable set for the one command that reads it.
     (
@@ -1792,10 +1791,9 @@ _TERRAFORM_TOKEN = re.compile(
 _ACL_TOKEN_NAMES = (
     r"x-(?:consul|nomad)-token|(?:consul|nomad)(?:_http)?(?:_acl)?(?:_master|_agent|_default)?_token"
 )
-_UUID_SOURCE = r"[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}"
 _ACL_TOKEN = (
     rf"""(?:(?:{_ACL_TOKEN_NAMES})["']?[ \t]*(?::=|=>|=|:)?[ \t]*["']?"""
-    rf"|\b(?:consul|nomad)\b[^\n|;&]{{0,120}}?[ \t]-token[= \t]+[\"']?)(?P<v>{_UUID_SOURCE})(?![0-9a-f-])"
+    rf"|\b(?:consul|nomad)\b[^\n|;&]{{0,120}}?[ \t]-token[= \t]+[\"']?)(?P<v>{_UUID.pattern})(?![0-9a-f-])"
 )
 
 
@@ -1807,10 +1805,6 @@ def _acl_token(match: re.Match[str]) -> bool:
 # Vue CLI, Gatsby, Nuxt): one named after a key, secret, token or password holds a credential that
 # ships to every browser. The value passes the checks of any assignment; publishable keys and site
 # keys (the qualifier before ``KEY``) are public by design.
-_FRONT_END_VARIABLE = (
-    r"(?:react_app|next_public|vite|expo_public|vue_app|gatsby|nuxt_public)_(?P<n>[a-z0-9_]*?)"
-    r"(?:key|secret|token|password|passwd|pass|pwd)" + _NAME_END_AND_SEPARATOR + _ASSIGNED_VALUE
-)
 _FRONT_END_PREFIXES = (
     "react_app_",
     "next_public_",
@@ -1819,6 +1813,10 @@ _FRONT_END_PREFIXES = (
     "vue_app_",
     "gatsby_",
     "nuxt_public_",
+)
+_FRONT_END_VARIABLE = (
+    f"(?:{'|'.join(_FRONT_END_PREFIXES)})(?P<n>[a-z0-9_]*?)"
+    r"(?:key|secret|token|password|passwd|pass|pwd)" + _NAME_END_AND_SEPARATOR + _ASSIGNED_VALUE
 )
 
 
