@@ -3,7 +3,7 @@ held-out corpus and an external corpus separately, and time per call on 2,000-ch
 
 Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
-[--secretlint PATH] [--semgrep PATH] [--kingfisher PATH]``.
+[--secretlint PATH] [--semgrep PATH] [--kingfisher PATH] [--trivy PATH] [--credsweeper PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -53,6 +53,22 @@ after all tuning. ``--kingfisher PATH`` reads a checkout: every rule file under 
 Nosey Parker's format (Kingfisher grew from its rules), its ``examples`` as positives and its
 ``negative_examples`` as negatives; with ``--noseyparker`` also the part of it that is not among
 Nosey Parker's examples.
+
+Two corpora stay blind now, never read while writing the rules and run once at the end:
+- The secret scanner tests of Trivy (aquasecurity/trivy, Apache-2.0, commit
+  ``dc3c56eed58ab21c7e08d26757c517bc946a86c5``). ``--trivy PATH`` reads a checkout's
+  ``pkg/fanal/secret/``: each finding ``scanner_test.go`` expects of a built-in rule gives the lines
+  it spans in its test file as a positive (labelled by the rule); the findings of the tests' own
+  rules (``rule1`` and the like, declared in ``testdata/*.yaml``) are left out. The other non-blank
+  lines of a file scanned with every built-in rule on are negatives: "Trivy reports nothing here".
+- The test samples of CredSweeper (Samsung/CredSweeper, MIT, commit
+  ``1ed2ca5cdd480667b938024464a37589b9af8564``). ``--credsweeper PATH`` reads a checkout's
+  ``tests/samples/`` and ``tests/data/``: each credential its default run reports
+  (``output.json``: rules, filters and its ML model) gives the sample's lines it spans as a
+  positive, labelled by the rule. Its rules that name identifiers, not credentials
+  (`CREDSWEEPER_IDENTIFIERS`: UUIDs, salts, nonces, bucket and domain names, app ids) are left out,
+  chosen before the run. The lines its rules report without the ML model (``no_ml.json``) that the
+  model then drops are negatives: "CredSweeper's model says this is no credential".
 """
 
 from __future__ import annotations
@@ -407,6 +423,131 @@ def _report_semgrep(root: Path) -> None:
     _report_by_kind(positives)
 
 
+TRIVY_SECRET = Path("pkg/fanal/secret")
+# A finding ``scanner_test.go`` declares or writes inline: its rule, then its first and last line.
+_TRIVY_FINDING = re.compile(r'RuleID:\s*"([^"]+)".*?StartLine:\s*(\d+),\s*EndLine:\s*(\d+)', re.DOTALL)
+_TRIVY_NAMED = re.compile(r"(\w+)\s*:=\s*types\.SecretFinding\{")
+_TRIVY_MADE = re.compile(r'(\w+)\s*:=\s*(\w+)\("([^"]+)"')
+_TRIVY_INPUT = re.compile(
+    r'inputFilePath:\s*(?:filepath\.Join\("testdata",\s*"([^"]+)"\)|"testdata/([^"]+)")'
+)
+_TRIVY_CONFIG = re.compile(r'configPath:\s*filepath\.Join\("testdata",\s*"([^"]+)"\)')
+# The test configurations that leave every built-in rule on (and no allow rule of their own).
+_TRIVY_ALL_RULES = {"config.yaml", "skip-test.yaml"}
+
+
+def _trivy_custom_rules(testdata: Path) -> set[str]:
+    rules: set[str] = set()
+    for path in testdata.glob("*.yaml"):
+        config = yaml.safe_load(path.read_text("utf-8")) or {}
+        rules.update(rule["id"] for rule in config.get("rules") or [] if isinstance(rule, dict))
+    return rules
+
+
+def trivy_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """Trivy's secret scanner tests under ``root``: the lines each expected finding of a built-in
+    rule spans as a positive (labelled by the rule), the other lines of its test files as negatives."""
+    folder = root / TRIVY_SECRET
+    testdata = folder / "testdata"
+    custom = _trivy_custom_rules(testdata)
+    source = (folder / "scanner_test.go").read_text("utf-8")
+    named: dict[str, tuple[str, int, int]] = {}
+    for declared in _TRIVY_NAMED.finditer(source):
+        finding = _TRIVY_FINDING.search(source, declared.end())
+        if finding is not None:
+            named[declared.group(1)] = (finding.group(1), int(finding.group(2)), int(finding.group(3)))
+    for made in _TRIVY_MADE.finditer(source):  # a finding a helper makes: the helper's lines
+        helper = re.search(
+            rf"{made.group(2)}\s*:=\s*func\(.*?StartLine:\s*(\d+),\s*EndLine:\s*(\d+)", source, re.DOTALL
+        )
+        if helper is not None:
+            named[made.group(1)] = (made.group(3), int(helper.group(1)), int(helper.group(2)))
+    positives: dict[str, str] = {}
+    negatives: set[str] = set()
+    inputs = list(_TRIVY_INPUT.finditer(source))
+    for i, found in enumerate(inputs):
+        case_start = source.rfind("name:", 0, found.start())
+        case_end = inputs[i + 1].start() if i + 1 < len(inputs) else len(source)
+        case_end = source.rfind("name:", found.end(), case_end) if i + 1 < len(inputs) else case_end
+        case = source[case_start:case_end]
+        path = testdata / (found.group(1) or found.group(2))
+        if not path.is_file():
+            continue
+        lines = path.read_text("utf-8", errors="replace").splitlines()
+        findings = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in _TRIVY_FINDING.finditer(case)]
+        findings += [named[name] for name in re.findall(r"\b\w+\b", case) if name in named]
+        covered: set[int] = set()
+        for rule, first, last in findings:
+            covered.update(range(first, last + 1))
+            text = "\n".join(lines[first - 1 : last]).strip()
+            if rule not in custom and text:
+                positives.setdefault(text, rule)
+        config = _TRIVY_CONFIG.search(case)
+        if config is not None and config.group(1) in _TRIVY_ALL_RULES and path.suffix != ".md":
+            negatives.update(
+                line.strip() for n, line in enumerate(lines, 1) if n not in covered and line.strip()
+            )
+    negatives -= positives.keys()
+    return sorted(positives.items()), sorted(negatives)
+
+
+def _report_trivy(root: Path) -> None:
+    positives, negatives = trivy_samples(root)
+    rules = len({rule for _, rule in positives})
+    _report_outside(f"blind (Trivy secret scanner tests, {rules} built-in rules)", positives, negatives)
+    _report_by_kind(positives)
+
+
+CREDSWEEPER_DATA = Path("tests/data")
+# CredSweeper rules that report identifiers, not credentials; left out before the corpus was run.
+CREDSWEEPER_IDENTIFIERS = frozenset(
+    {"UUID", "Salt", "Nonce", "AWS S3 Bucket", "Firebase Domain", "Tencent WeChat API App ID"}
+)
+
+
+def _credsweeper_items(root: Path, report: str) -> dict[tuple[str, int, int], str]:
+    """Each credential of one of CredSweeper's expected reports: (sample, first line, last line) -> rule."""
+    items: dict[tuple[str, int, int], str] = {}
+    for item in json.loads((root / CREDSWEEPER_DATA / report).read_text("utf-8")):
+        if item["rule"] in CREDSWEEPER_IDENTIFIERS:
+            continue
+        spans = item["line_data_list"]
+        numbers = [int(span["line_num"]) for span in spans]
+        items.setdefault((spans[0]["path"], min(numbers), max(numbers)), item["rule"])
+    return items
+
+
+def credsweeper_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """CredSweeper's samples under ``root``: what its default run reports as positives (labelled by
+    rule), what its rules report but its model drops as negatives."""
+
+    def text(sample: str, first: int, last: int) -> str:
+        path = root / sample
+        if first < 1 or not path.is_file():
+            return ""
+        lines = path.read_text("utf-8", errors="replace").splitlines()
+        return "\n".join(lines[first - 1 : last]).strip()
+
+    reported = _credsweeper_items(root, "output.json")
+    positives: dict[str, str] = {}
+    for (sample, first, last), rule in reported.items():
+        if found := text(sample, first, last):
+            positives.setdefault(found, rule)
+    dropped = {
+        found
+        for key in _credsweeper_items(root, "no_ml.json").keys() - reported.keys()
+        if (found := text(*key))
+    }
+    return sorted(positives.items()), sorted(dropped - positives.keys())
+
+
+def _report_credsweeper(root: Path) -> None:
+    positives, negatives = credsweeper_samples(root)
+    rules = len({rule for _, rule in positives})
+    _report_outside(f"blind (CredSweeper test samples, {rules} rules)", positives, negatives)
+    _report_by_kind(positives)
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -466,6 +607,18 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of mongodb/kingfisher (blind corpus: run once, never tuned on)",
     )
+    parser.add_argument(
+        "--trivy",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of aquasecurity/trivy (blind corpus: run once, never tuned on)",
+    )
+    parser.add_argument(
+        "--credsweeper",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of Samsung/CredSweeper (blind corpus: run once, never tuned on)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -487,6 +640,10 @@ def main() -> None:
         _report_semgrep(args.semgrep)
     if args.kingfisher is not None:
         _report_kingfisher(args.kingfisher, args.noseyparker)
+    if args.trivy is not None:
+        _report_trivy(args.trivy)
+    if args.credsweeper is not None:
+        _report_credsweeper(args.credsweeper)
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

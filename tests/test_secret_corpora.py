@@ -1,5 +1,5 @@
 """The outside credential corpora's loaders read what their projects' files hold: a synthetic
-checkout in secretlint's snapshot layout (the real one is read at run time, never committed)."""
+checkout in each project's layout (the real ones are read at run time, never committed)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ import json
 from pathlib import Path
 
 from bench.secret_detection import (
+    CREDSWEEPER_DATA,
     SECRETLINT_RULES,
     SEMGREP_SECRETS,
+    TRIVY_SECRET,
+    credsweeper_samples,
     rule_examples,
     secretlint_samples,
     semgrep_samples,
+    trivy_samples,
 )
 
 
@@ -72,3 +76,106 @@ def test_rule_files_in_nosey_parkers_format_give_examples_and_negative_examples(
     positives, negatives = rule_examples(tmp_path)
     assert positives == [("vendor_key = AAA111", "vendor.1"), ("vendor_token: BBB222", "vendor.2")]
     assert negatives == ["vendor_key = example"]  # an example that is also a negative counts as a positive
+
+
+_TRIVY_TEST = """
+func TestSecretScanner(t *testing.T) {
+    wantFindingKey := types.SecretFinding{
+        RuleID:    "vendor-key",
+        Severity:  "HIGH",
+        StartLine: 2,
+        EndLine:   2,
+        Match:     "KEY=*****",
+    }
+    made := func(ruleID string, length int) types.SecretFinding {
+        return types.SecretFinding{
+            RuleID:    ruleID,
+            StartLine: 1,
+            EndLine:   1,
+        }
+    }
+    wantFindingMade := made("vendor-token", 12)
+    tests := []struct {
+        name          string
+        configPath    string
+        inputFilePath string
+    }{
+        {
+            name:          "built-in rules",
+            configPath:    filepath.Join("testdata", "skip-test.yaml"),
+            inputFilePath: filepath.Join("testdata", "keys.txt"),
+            want: types.Secret{
+                Findings: []types.SecretFinding{
+                    wantFindingKey,
+                    {
+                        RuleID:    "vendor-block",
+                        StartLine: 3,
+                        EndLine:   4,
+                    },
+                },
+            },
+        },
+        {
+            name:          "a helper's finding",
+            configPath:    filepath.Join("testdata", "skip-test.yaml"),
+            inputFilePath: "testdata/token.txt",
+            want: types.Secret{Findings: []types.SecretFinding{wantFindingMade}},
+        },
+        {
+            name:          "the test's own rule, one rule disabled",
+            configPath:    filepath.Join("testdata", "config-disable.yaml"),
+            inputFilePath: filepath.Join("testdata", "custom.txt"),
+            want: types.Secret{Findings: []types.SecretFinding{
+                {
+                    RuleID:    "rule1",
+                    StartLine: 1,
+                    EndLine:   1,
+                },
+            }},
+        },
+    }
+}
+"""
+
+
+def test_trivy_findings_of_built_in_rules_become_positives_and_other_lines_negatives(tmp_path: Path) -> None:
+    folder = tmp_path / TRIVY_SECRET
+    testdata = folder / "testdata"
+    testdata.mkdir(parents=True)
+    (folder / "scanner_test.go").write_text(_TRIVY_TEST)
+    (testdata / "skip-test.yaml").write_text("disable-allow-rules:\n  - tests\n")
+    (testdata / "config-disable.yaml").write_text(
+        "rules:\n  - id: rule1\n    regex: secret\ndisable-rules:\n  - vendor-key\n"
+    )
+    (testdata / "keys.txt").write_text("plain words\nKEY=AAA111\nBEGIN\nBBB222\n\n")
+    (testdata / "token.txt").write_text("tok_CCC333\nafter\n")
+    (testdata / "custom.txt").write_text("secret=DDD444\nnot a negative: rules were off\n")
+    positives, negatives = trivy_samples(tmp_path)
+    assert positives == [
+        ("BEGIN\nBBB222", "vendor-block"),
+        ("KEY=AAA111", "vendor-key"),
+        ("tok_CCC333", "vendor-token"),
+    ]
+    assert negatives == ["after", "plain words"]
+
+
+def test_credsweeper_reports_give_positives_and_what_its_model_drops_negatives(tmp_path: Path) -> None:
+    samples = tmp_path / "tests" / "samples"
+    samples.mkdir(parents=True)
+    (samples / "keys").write_text("api_key = AAA111\nid = 1234\npassword = hunter2\n-----BEGIN\nBBB\n")
+
+    def item(rule: str, *lines: int) -> dict[str, object]:
+        return {
+            "rule": rule,
+            "line_data_list": [{"path": "./tests/samples/keys", "line_num": n} for n in lines],
+        }
+
+    data = tmp_path / CREDSWEEPER_DATA
+    data.mkdir(parents=True)
+    (data / "output.json").write_text(
+        json.dumps([item("Key", 1), item("UUID", 2), item("PEM Private Key", 4, 5)])
+    )
+    (data / "no_ml.json").write_text(json.dumps([item("Key", 1), item("UUID", 2), item("Password", 3)]))
+    positives, negatives = credsweeper_samples(tmp_path)
+    assert positives == [("-----BEGIN\nBBB", "PEM Private Key"), ("api_key = AAA111", "Key")]
+    assert negatives == ["password = hunter2"]  # identifiers are neither
