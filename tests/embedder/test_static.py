@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_info
 
 from memory_mcp.embedder.model import resolve_model_path
 from memory_mcp.embedder.static import STATIC_DIM, StaticModel
-from memory_mcp.embedder.static_cache import MANIFEST, table_folder, table_is_valid, teacher_checksum
+from memory_mcp.embedder.static_cache import MANIFEST, cached_folder_is_valid, table_folder, teacher_checksum
 
 
 def test_static_vectors_are_unit_length_and_rank_the_related_text_first(static_model: StaticModel) -> None:
@@ -35,20 +35,20 @@ def test_a_damaged_or_foreign_cache_is_not_trusted(static_model: StaticModel, tm
     teacher_sum = teacher_checksum(resolve_model_path(None))
     copy = table_folder(tmp_path, teacher_sum)
     shutil.copytree(static_model.path, copy)
-    assert table_is_valid(copy, teacher_sum)
-    assert not table_is_valid(copy, "0" * 64)  # distilled from another teacher
+    assert cached_folder_is_valid(copy, teacher_sum)
+    assert not cached_folder_is_valid(copy, "0" * 64)  # distilled from another teacher
 
     weights = copy / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
-    assert not table_is_valid(copy, teacher_sum)
+    assert not cached_folder_is_valid(copy, teacher_sum)
 
     shutil.copytree(static_model.path, copy, dirs_exist_ok=True)
     manifest = json.loads((copy / MANIFEST).read_text())
     del manifest["files"]["tokenizer.json"]
     (copy / MANIFEST).write_text(json.dumps(manifest))
-    assert not table_is_valid(copy, teacher_sum)
+    assert not cached_folder_is_valid(copy, teacher_sum)
 
 
 def test_the_teacher_checksum_follows_the_teachers_files(tmp_path: Path) -> None:

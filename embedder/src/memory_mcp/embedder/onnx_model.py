@@ -1,0 +1,218 @@
+"""Short forward passes through ONNX Runtime: the model's ONNX file, made once per machine, and the
+parity check that decides whether it is used.
+
+A search's question (or a single save) is one forward pass of a few tokens on one thread. There
+ONNX Runtime spent 7.3-7.6 ms of CPU a question against torch's 17.6-18.5, for the same vector to
+1.5e-7 (``bench/onnx_query.py``): torch's per-operator dispatch, not the arithmetic, is most of a
+pass that small. Long batches gain little and keep torch with all its threads.
+
+The whole sentence-transformers pipeline (transformer, pooling, normalisation) is exported as one
+graph, so any pooling sentence-transformers can trace is covered, and tokenising stays
+sentence-transformers' own. The file is kept like the static table (:mod:`.static_cache`): in a
+folder named by the model's checksum, with a manifest of the file's checksum, written to a staging
+folder and renamed into place under a lock of its own, so two processes never export at once and
+no one reads half a file. A file that no longer matches its manifest is exported again (or, in a
+read-only folder, passed over). Before a file is used its vectors are compared with torch's on
+probe texts; a file that differs by more than :data:`MAX_PARITY_DIFFERENCE` is not used.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .checksum import files_checksum
+from .precision import PROBE_TEXTS
+from .static_cache import cached_folder_is_valid, distill_lock, write_staged
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # bumped when the way the file is exported changes
+ONNX_FILE = "model.onnx"
+FOLDER_PREFIX = "onnx"
+LOCK_FILE = ".onnx-export.lock"
+STAGING_PREFIX = ".onnx-staging-"
+OPSET = 17
+# The largest difference allowed in any coordinate between ONNX Runtime's unit vectors and torch's
+# for the probe texts. MiniLM measured 1.5e-7 (alone and in a padded batch); bf16 differs by ~1e-3.
+MAX_PARITY_DIFFERENCE = 1e-5
+# Each alone (the short passes' shape) and all together (padding): about 0.3 s of torch.
+PARITY_TEXTS: tuple[str, ...] = PROBE_TEXTS[::4]
+
+Encode = Callable[[list[str]], NDArray[np.float32]]
+
+
+class OnnxUnavailable(Exception):
+    """The ONNX file could not be made, opened or trusted: short passes stay on torch."""
+
+
+@dataclass(frozen=True)
+class OnnxEncoder:
+    """An ONNX Runtime session on one thread, fed by sentence-transformers' own tokenising."""
+
+    session: Any  # onnxruntime.InferenceSession
+    inputs: tuple[str, ...]
+    preprocess: Callable[[list[str]], Mapping[str, Any]]
+
+    def encode(self, texts: list[str]) -> NDArray[np.float32]:
+        """Unit-length float32 rows for ``texts``, in one forward pass."""
+        features = self.preprocess(texts)
+        feed = {name: np.asarray(features[name]) for name in self.inputs}
+        pooled = np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        rows: NDArray[np.float32] = pooled / norms
+        return rows
+
+
+def model_checksum(source: Path) -> str:
+    """One checksum over the model's weight and tokenizer files and the export's format."""
+    return files_checksum(source, f"onnx format {FORMAT}\n")
+
+
+def onnx_folder(root: Path, source_sum: str) -> Path:
+    """The folder under ``root`` that this model's ONNX file is kept in."""
+    return root / f"{FOLDER_PREFIX}-{source_sum[:16]}"
+
+
+def find_onnx(roots: Sequence[Path], source_sum: str) -> Path | None:
+    """The first folder under ``roots`` holding this model's ONNX file as its manifest says."""
+    for root in roots:
+        folder = onnx_folder(root, source_sum)
+        if cached_folder_is_valid(folder, source_sum, (ONNX_FILE,)):
+            return folder
+    return None
+
+
+def preprocess_of(model: SentenceTransformer) -> Callable[[list[str]], Mapping[str, Any]]:
+    """The model's tokenising, as its ``encode`` does it (``tokenize`` before sentence-transformers 5.2)."""
+    found: Callable[[list[str]], Mapping[str, Any]] = getattr(model, "preprocess", None) or model.tokenize
+    return found
+
+
+def export_into(folder: Path, model: SentenceTransformer, source: Path, source_sum: str) -> None:
+    """Export ``model``'s whole pipeline to ``folder`` (staged, with its manifest); the caller holds
+    the export lock. Raises :class:`OnnxUnavailable` when the ``onnx`` package is missing."""
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export needs it)
+        import torch
+    except ImportError as exc:
+        raise OnnxUnavailable(f"{exc.name} is not installed") from exc
+    sample = preprocess_of(model)(["a sample sentence to trace"])
+    names = [name for name, value in sample.items() if isinstance(value, torch.Tensor)]
+
+    class Pipeline(torch.nn.Module):
+        """The sentence embedding from positional tensors (what the exporter traces)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: Any) -> Any:
+            features: dict[str, Any] = dict(zip(names, tensors, strict=True))
+            for module in self.model:
+                features = module(features)
+            return features["sentence_embedding"]
+
+    def make(staging: Path) -> None:
+        axes = {name: {0: "batch", 1: "tokens"} for name in names} | {"embedding": {0: "batch"}}
+        # The tracer warns about branches it fixes (masks of the traced shape); the parity check
+        # compares the result on other shapes, a padded batch included.
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Pipeline(), tuple(sample[name] for name in names), str(staging / ONNX_FILE),
+                input_names=names, output_names=["embedding"], dynamic_axes=axes,
+                opset_version=OPSET, dynamo=False,
+            )  # fmt: skip
+
+    write_staged(folder, source, source_sum, (ONNX_FILE,), make, STAGING_PREFIX)
+
+
+def open_encoder(path: Path, model: SentenceTransformer) -> OnnxEncoder:
+    """A session on ``path``, on one intra-op and one inter-op thread (see ``ONE_THREAD_TEXTS``)."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise OnnxUnavailable(f"{exc.name} is not installed") from exc
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ONNX Runtime raises its own classes for a file it cannot read
+        raise OnnxUnavailable(f"ONNX Runtime cannot open {path}: {exc}") from exc
+    return OnnxEncoder(session, tuple(node.name for node in session.get_inputs()), preprocess_of(model))
+
+
+def parity_difference(encoder: OnnxEncoder, reference: Encode) -> float:
+    """The largest difference between ``encoder``'s vectors and ``reference``'s on :data:`PARITY_TEXTS`,
+    each alone and all in one batch."""
+    batches = [[text] for text in PARITY_TEXTS] + [list(PARITY_TEXTS)]
+    return max(float(np.abs(encoder.encode(texts) - reference(texts)).max()) for texts in batches)
+
+
+def _find_or_export(model: SentenceTransformer, source: Path, source_sum: str, roots: Sequence[Path]) -> Path:
+    """This model's ONNX folder: found under ``roots``, or exported into the first root that can
+    be written. A process that finds another exporting waits for it and takes its file."""
+    found = find_onnx(roots, source_sum)
+    if found is not None:
+        return found
+    failures = []
+    for root in roots:
+        try:
+            with distill_lock(root, LOCK_FILE):
+                found = find_onnx([root], source_sum)
+                if found is not None:
+                    return found
+                folder = onnx_folder(root, source_sum)
+                started = time.monotonic()
+                export_into(folder, model, source, source_sum)
+                log.info(
+                    "exported the embedding model %s to ONNX into %s in %.1f s",
+                    source,
+                    folder,
+                    time.monotonic() - started,
+                )
+                return folder
+        except OSError as exc:
+            failures.append(f"{root}: {exc.strerror or exc}")
+    raise OnnxUnavailable(f"no folder to export it into ({'; '.join(failures)})")
+
+
+def prepare_encoder(
+    model: SentenceTransformer, source: Path, roots: Sequence[Path], reference: Encode
+) -> OnnxEncoder:
+    """``model`` (loaded from ``source``) through ONNX Runtime: its file found or exported under
+    ``roots``, opened and checked against ``reference`` (the same model through torch).
+
+    ``model`` is the caller's to trace: pass one no other thread runs (its tokenizer is not safe
+    to share). Raises :class:`OnnxUnavailable` saying why it cannot be used.
+    """
+    if not roots:
+        raise OnnxUnavailable("no cache folder to keep the ONNX file in")
+    source_sum = model_checksum(source)
+    try:
+        folder = _find_or_export(model, source, source_sum, roots)
+    except OnnxUnavailable:
+        raise
+    except Exception as exc:  # the exporter's errors: an operator or module it cannot trace
+        raise OnnxUnavailable(f"the export failed: {type(exc).__name__}: {exc}") from exc
+    encoder = open_encoder(folder / ONNX_FILE, model)
+    difference = parity_difference(encoder, reference)
+    if difference > MAX_PARITY_DIFFERENCE:
+        raise OnnxUnavailable(
+            f"its vectors differ from torch's by up to {difference:.1e} "
+            f"(more than {MAX_PARITY_DIFFERENCE:.0e}) on the probe texts"
+        )
+    return encoder

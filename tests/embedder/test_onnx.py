@@ -1,0 +1,154 @@
+"""Short passes through ONNX Runtime: the real MiniLM exported once into a real cache folder,
+checked against torch, and never trusted when its file or its vectors are wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory_mcp.core.settings import Settings
+from memory_mcp.embedder.client import LocalEmbedder, make_embedder
+from memory_mcp.embedder.model import (
+    ONE_THREAD_TEXTS,
+    SentenceTransformerModel,
+    encode,
+    load_model,
+    resolve_model_path,
+)
+from memory_mcp.embedder.onnx_model import MAX_PARITY_DIFFERENCE, ONNX_FILE, model_checksum, onnx_folder
+from memory_mcp.embedder.static_cache import MANIFEST, cached_folder_is_valid
+from tests.embedder.support import SENTENCES
+
+SETTLE_S = 300  # an export on two busy cores: seconds; the bound only stops a hung test
+
+
+def _load(roots: list[Path], **options: str) -> SentenceTransformerModel:
+    """The packaged MiniLM with its short passes' runtime settled."""
+    loaded = load_model(None, "cpu", onnx_roots=roots, **options)  # type: ignore[arg-type]
+    assert isinstance(loaded, SentenceTransformerModel)
+    assert loaded.short_runtime_settled.wait(SETTLE_S)
+    return loaded
+
+
+def _checksum() -> str:
+    return model_checksum(resolve_model_path(None))
+
+
+def _folder(root: Path) -> Path:
+    return onnx_folder(root, _checksum())
+
+
+@pytest.fixture(scope="module")
+def onnx_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def onnx_model(onnx_root: Path) -> SentenceTransformerModel:
+    return _load([onnx_root])
+
+
+def test_short_passes_run_on_onnx_with_torchs_vectors(onnx_model, model) -> None:
+    assert onnx_model.short_runtime == "onnxruntime" and model.short_runtime == "torch"
+    for texts in (
+        [SENTENCES[0]],
+        SENTENCES[:5],
+        ["short", "a much longer question about the deploy pipeline's runners"],
+    ):
+        through_onnx, through_torch = encode(onnx_model, texts, "query"), encode(model, texts, "query")
+        assert through_onnx.dtype == np.float32 and through_onnx.shape == through_torch.shape
+        assert float(np.abs(through_onnx - through_torch).max()) <= MAX_PARITY_DIFFERENCE
+        np.testing.assert_allclose(np.linalg.norm(through_onnx, axis=1), 1.0, atol=1e-6)
+    # A batch longer than the short passes' runs on torch in both: the very same vectors.
+    long = [f"{SENTENCES[n % len(SENTENCES)]} ({n})" for n in range(ONE_THREAD_TEXTS + 1)]
+    assert np.array_equal(encode(onnx_model, long), encode(model, long))
+
+
+def test_the_file_is_made_once_and_a_second_load_reuses_it(onnx_model, onnx_root: Path) -> None:
+    folder = _folder(onnx_root)
+    assert cached_folder_is_valid(folder, _checksum(), (ONNX_FILE,))
+    before = {name: (folder / name).stat() for name in (ONNX_FILE, MANIFEST)}
+    again = _load([onnx_root])
+    assert again.short_runtime == "onnxruntime"
+    after = {name: (folder / name).stat() for name in (ONNX_FILE, MANIFEST)}
+    assert {n: (s.st_ino, s.st_mtime_ns) for n, s in before.items()} == {
+        n: (s.st_ino, s.st_mtime_ns) for n, s in after.items()
+    }
+    assert [p.name for p in onnx_root.iterdir() if p.name.startswith(".onnx-staging-")] == []
+
+
+def test_a_truncated_file_is_made_again_and_encoding_goes_on(
+    onnx_model, model, onnx_root: Path, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path)
+    shutil.copytree(_folder(onnx_root), folder)
+    whole = (folder / ONNX_FILE).stat().st_size
+    with (folder / ONNX_FILE).open("r+b") as file:
+        file.truncate(whole // 2)
+    assert not cached_folder_is_valid(folder, _checksum(), (ONNX_FILE,))
+
+    remade = _load([tmp_path])
+    assert remade.short_runtime == "onnxruntime"
+    assert (folder / ONNX_FILE).stat().st_size == whole
+    assert cached_folder_is_valid(folder, _checksum(), (ONNX_FILE,))
+    texts = SENTENCES[:3]
+    assert float(np.abs(encode(remade, texts) - encode(model, texts)).max()) <= MAX_PARITY_DIFFERENCE
+
+
+def test_a_file_whose_vectors_differ_from_torchs_is_not_used(
+    onnx_model, model, onnx_root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    # A file that matches its manifest but not the model: the word embeddings scaled by 1 %.
+    folder = _folder(tmp_path)
+    shutil.copytree(_folder(onnx_root), folder)
+    graph = onnx.load(str(folder / ONNX_FILE))
+    table = next(t for t in graph.graph.initializer if "word_embeddings" in t.name)
+    table.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(table) * 1.01, table.name))
+    onnx.save(graph, str(folder / ONNX_FILE))
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["files"][ONNX_FILE] = hashlib.sha256((folder / ONNX_FILE).read_bytes()).hexdigest()
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+    with caplog.at_level(logging.WARNING, logger="memory_mcp.embedder.model"):
+        kept = _load([tmp_path])
+    assert kept.short_runtime == "torch"
+    assert any("stay on torch" in r.message and "differ from torch's" in r.message for r in caplog.records)
+    texts = SENTENCES[:3]
+    assert np.array_equal(encode(kept, texts), encode(model, texts))
+
+
+def test_bf16_keeps_its_short_passes_on_torch_and_exports_nothing(tmp_path: Path) -> None:
+    loaded = _load([tmp_path], precision="bf16")
+    assert loaded.precision.mode == "bf16" and loaded.short_runtime == "torch"
+    assert not _folder(tmp_path).exists()
+    assert encode(loaded, [SENTENCES[0]]).shape == (1, loaded.dim)
+
+
+async def test_the_in_process_embedder_keeps_the_file_beside_the_static_table(tmp_path: Path) -> None:
+    settings = Settings(
+        embedder="local",
+        embedding_precision="fp32",
+        cache_dir=tmp_path / "cache",
+        static_embedding_dir=tmp_path / "static",
+    )
+    embedder = await make_embedder(settings)
+    try:
+        assert isinstance(embedder, LocalEmbedder) and isinstance(embedder.model, SentenceTransformerModel)
+        assert await asyncio.to_thread(embedder.model.short_runtime_settled.wait, SETTLE_S)
+        assert embedder.model.short_runtime == "onnxruntime"
+        assert (_folder(tmp_path / "static") / ONNX_FILE).is_file()
+        assert not _folder(tmp_path / "cache").exists()
+        question = "which runners does the deploy pipeline use?"
+        assert len(await embedder.embed_query(question)) == embedder.dim
+    finally:
+        await embedder.aclose()
