@@ -1523,7 +1523,10 @@ def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
     look_alikes = random.Random(seed + 5)
     for template in _V5_LOOK_ALIKES:
         samples.extend(template(look_alikes) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
-    return samples + list(_V5_NEGATIVES) + list(_V6_NEGATIVES)
+    look_alikes = random.Random(seed + 7)
+    for template in _V7_LOOK_ALIKES:
+        samples.extend(template(look_alikes) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
+    return samples + list(_V5_NEGATIVES) + list(_V6_NEGATIVES) + list(_V7_NEGATIVES)
 
 
 def _test_name(rng: random.Random) -> str:
@@ -1584,6 +1587,71 @@ _V6_NEGATIVES = (
     'url = f"https://{user}:{get_token(name)}@git.example.com/repo.git"',
     "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
     "The OAuth client 4815162342-abcdefghijklmnopqrstuvwxyz012345.apps.googleusercontent.com is public.",
+)
+
+
+# Look-alikes for the seventh round's generic rules (a credential's name, also glued to a vendor's,
+# followed by a key-shaped value; a bare key-shaped value): a credential word close to an id, a
+# digest, a resource name, a path or a key id that is public. Written before those rules.
+_V7_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
+    lambda r: f"KMS key {_uuid(r)} encrypts the backups bucket.",
+    lambda r: f"arn:aws:kms:eu-west-1:123456789012:key/{_uuid(r)} is the key the bucket policy names.",
+    lambda r: f"GPG signing key {_chars(r, 40, _HEX).upper()} signs the release tags.",
+    lambda r: (
+        f"Private subnet subnet-0{_chars(r, 16, _HEX)} and security group sg-0{_chars(r, 16, _HEX)} host it."
+    ),
+    lambda r: f"The primary key {_uuid(r)} and the sort key {_ulid(r)} identify the row.",
+    lambda r: f"Token usage: {r.randint(100, 9999)} prompt tokens for request req_{_chars(r, 24, _B62)}.",
+    lambda r: f"Token ID {_uuid(r)} belongs to the CI runner; the token itself is in Vault.",
+    lambda r: f"token_id: {_uuid(r)}",
+    lambda r: f"Key rotation job {_uuid(r)} finished at 03:00.",
+    lambda r: f"Secret name app-secrets-{_chars(r, 10, _LOWER_DIGITS)} in namespace payments.",
+    lambda r: f"Secret scanning alert #{r.randint(1, 999)} was closed by commit {_chars(r, 40, _HEX)}.",
+    lambda r: f"access_token_expires_at: 2026-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}T10:00:00Z",
+    lambda r: f"Access from sg-0{_chars(r, 16, _HEX)} to the database is allowed on 5432.",
+    lambda r: f"The access log for request {_chars(r, 32, _HEX)} shows a 403.",
+    lambda r: f"key: {r.choice(_SERVICES)}/{r.randint(2020, 2026)}/{_uuid(r)}.json",
+    lambda r: f"The cache key {_chars(r, 64, _HEX)} is the content hash of the prompt.",
+    lambda r: f"ssh key fingerprint SHA256:{_b64url(r.randbytes(32))[:43]} is the deploy host's.",
+    lambda r: f'public_key = "{base64.b64encode(r.randbytes(32)).decode()}"',
+    lambda r: (
+        f"Key version {r.randint(1, 40)} of keyring {r.choice(_SERVICES)}-keys is primary since v{_version(r)}."
+    ),
+    lambda r: f"The tokenizer {r.choice(_SERVICES)}-{_chars(r, 8, _HEX)} adds 30 ms per request.",
+    lambda r: f"Commit {_chars(r, 40, _HEX)}",
+    lambda r: _uuid(r),
+    lambda r: _chars(r, 40, _HEX),
+    lambda r: f"sha256:{_chars(r, 64, _HEX)}",
+    lambda r: _ulid(r),
+    lambda r: f"sha512-{base64.b64encode(r.randbytes(64)).decode()}",
+    lambda r: f"Monkey {r.randint(1, 99)} and donkey {r.randint(1, 99)} are the load-test bots.",
+    lambda r: (
+        f"Keyboard layout {r.choice(['de', 'fr', 'us'])}-{r.randint(1, 9)} broke the password field on build {r.randint(1000, 9999)}."
+    ),
+    lambda r: f"X-Request-Id: {_uuid(r)} (the token was valid, the scope was not).",
+    lambda r: f"secret_version: {r.randint(1, 9)}, secret_etag: {_chars(r, 32, _HEX)}",
+)
+_V7_NEGATIVES = (
+    "The API key header is x-api-key and the key id is shown in the console.",
+    "private_key_path: /etc/ssl/private/gateway.pem is mounted read-only.",
+    "SSH key /home/deploy/.ssh/id_ed25519 is the one the runner uses.",
+    "token_type=Bearer&expires_in=3600&scope=read%20write",
+    "Access-Control-Allow-Origin: https://app.example.com",
+    "Our access keys rotate on the first Monday; see the rotation runbook for the steps.",
+    "The secret sauce is the re-ranking step, not the embedder.",
+    "license key format: XXXXX-XXXXX-XXXXX-XXXXX-XXXXX",
+    "api_key: ${{ secrets.ACME_API_KEY }}",
+    "ACME_TOKEN=$(vault kv get -field=token secret/acme)",
+    "apiKey: process.env.ACME_API_KEY",
+    'token = os.environ["GITHUB_TOKEN"]',
+    "Use the key ID from the console (it looks like key_<24 characters>), never the secret.",
+    "The access token lives for 3600 s and the refresh token for 30 days.",
+    "Private repository acme/payments-service-backend-v2 holds the token refresher.",
+    "Token bucket: 100 tokens, refill 10 per second.",
+    "Docker image acme/api:2.14.3-alpine3.19 carries no keys.",
+    "The key takeaway: secretless auth via workload identity federation.",
+    "Bumped @acme/secret-scanner from 1.12.0 to 1.13.2.",
+    "The keys are AES-256-GCM; key ids look like kid-2024-07.",
 )
 
 
