@@ -414,6 +414,75 @@ FAMILIES: list[tuple[str, str, str]] = [
         "//registry.example.com/npm/:_auth=ZGVwbG95Oks5dCNtUTJ4",
         "//registry.example.com/npm/:_auth=${NPM_AUTH}",
     ),
+    # A credential's name read widely: glued to a vendor's name, after it, two words, a counting run.
+    (
+        "a credential word glued to a vendor's name",
+        f"zerobounceACCESS={_random(32, _LOWER36, seed=90)}",
+        "zerobounceACCESS=${ZEROBOUNCE_ACCESS}",
+    ),
+    (
+        "a credential word after a vendor's name",
+        f"bugsnag secret {_UUID}",
+        f"KMS key {_UUID} encrypts the bucket",
+    ),
+    (
+        "two credential words joined to the value by a hyphen",
+        f"dd_secret_key-{_random(40, _HEX, seed=91)}",
+        f"Uploaded to s3://assets/key-{_random(40, _HEX, seed=91)} by the nightly job",
+    ),
+    (
+        "a counting run after a credential's name",
+        "currencyscoop SECRET abcdef1234567890abcdef1234567890",
+        "the sort key abcdef1234567890abcdef1234567890 orders the rows",
+    ),
+    (
+        "a key in groups after a credential's name",
+        f"ayrshare TOKEN {_random(8, _UPPER36, seed=92)}-{_random(8, _UPPER36, seed=93)}-"
+        f"{_random(8, _UPPER36, seed=94)}-{_random(8, _UPPER36, seed=95)}",
+        "release key payments-service-eu-west-2024-rollout",
+    ),
+    (
+        "a JWT-like value after a key's name",
+        f"formio_key = eyJ{_random(30, seed=96)}.{_random(190, _LOWER36, seed=97)}",
+        "formio_key = process.env.FORMIO_KEY",
+    ),
+    (
+        "a personal access token named pat",
+        f'ado_pat = "{_random(52, _LOWER36, seed=98)}"',
+        'ado_pat = os.environ["ADO_PAT"]',
+    ),
+    (
+        "a vendor's name, a credential word and hex",
+        f"pdfshift-KEY {_random(32, _HEX, seed=99)}",
+        f"the cache-key {_random(32, _HEX, seed=99)} is the prompt's hash",
+    ),
+    # Identifiable tokens: a prefix of up to three words (one may be a letter), a lowercase body.
+    (
+        "an identifiable token with a three-word prefix",
+        f"Atlas: mdb_sa_sk_{_random(40, seed=100)}",
+        "Atlas: mdb_sa_sk_ValueMapListCacheUserIdMapperHelper",
+    ),
+    (
+        "an identifiable token with a lowercase body",
+        f"Buildkite: bkua_{_random(40, _LOWER36, seed=101)}",
+        f"Bundle: main-{_random(40, _HEX, seed=101)}",
+    ),
+    (
+        "a bearer token in hex",
+        f"Authorization: Bearer {_random(40, _HEX, seed=102)}",
+        "Authorization: Bearer <token>",
+    ),
+    # Password hashes that roasting and network gear write.
+    (
+        "a Kerberos AS-REP hash",
+        f"$krb5asrep$23$svc_backup@CORP.LOCAL:{_random(32, _HEX, seed=103)}${_random(240, _HEX, seed=104)}",
+        "AS-REP hashes start with $krb5asrep$23$ and the account name",
+    ),
+    (
+        "a Cisco type 9 secret",
+        f"router admin hash: $9${_random(14, _CRYPT[2:], seed=105)}${_random(43, _CRYPT[2:], seed=106)}",
+        "router admin hash: $9$ and then the scrypt hash, never the password",
+    ),
 ]
 
 
@@ -463,7 +532,45 @@ KEPT: list[str] = [
     "APIKEY - 123567890123456789012345678901234567890",
     "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
     'f"https://user123:{_github_pat(github_secret_name)}@github.com/"',
+    f"Token usage: 8171 prompt tokens for request req_{_random(24, seed=107)}.",
+    f"GPG signing key {_random(40, _HEX, seed=108).upper()} signs the release tags.",
+    f"The primary key {_UUID} and the sort key 01HV6ZJ8Q5X3K2M4N7P9R0S1T2 identify the row.",
+    f"PostHog project key phc_{_random(43, seed=109)} is public.",
 ]
+
+# A memory that is only a random key-shaped token is refused; one that is only an id, a digest or a
+# public key's shape is saved.
+ALONE_REFUSED: list[str] = [
+    _random(46, _LOWER36, seed=110),
+    f"{_random(36, seed=111)}.{_random(40, seed=112)}",
+    f"ffio-u-{_random(64, seed=113)}",
+]
+ALONE_KEPT: list[str] = [
+    _UUID,
+    _random(40, _HEX, seed=114),
+    "01HV6ZJ8Q5X3K2M4N7P9R0S1T2",
+    f"sha512-{base64.b64encode(random.Random(115).randbytes(64)).decode()}",
+    "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq",
+    "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
+    "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF",
+]
+
+
+@pytest.mark.parametrize("text", ALONE_REFUSED, ids=range(len(ALONE_REFUSED)))
+async def test_a_random_key_saved_on_its_own_is_refused(db: Database, text: str) -> None:
+    ctx = await _writer(db)
+    with pytest.raises(SecretRefused) as refused:
+        await memories.save_memory(db, ctx, text)
+    assert refused.value.field == "content"
+    assert (await memories.list_memories(db, ctx)).items == []
+
+
+@pytest.mark.parametrize("text", ALONE_KEPT, ids=range(len(ALONE_KEPT)))
+async def test_an_id_or_digest_saved_on_its_own_is_kept(db: Database, text: str) -> None:
+    ctx = await _writer(db)
+    saved = await memories.save_memory(db, ctx, text)
+    assert saved.created and saved.memory.content == text
 
 
 @pytest.mark.parametrize("text", KEPT, ids=range(len(KEPT)))

@@ -249,6 +249,8 @@ PASSWORD_HASH_FORMATS: tuple[HashFormat, ...] = (
         "yescrypt", ("$y$", "$gy$"), r"\$g?y\$" + _CRYPT + r"+\$" + _CRYPT + r"{0,86}\$" + _CRYPT + "{43}"
     ),
     HashFormat("scrypt (crypt)", ("$7$",), r"\$7\$" + _CRYPT + r"{11,}\$" + _CRYPT + "{43}"),
+    # Cisco IOS type 8 (PBKDF2-SHA256) and type 9 (scrypt) secrets: a 14-character salt, 43 of hash.
+    HashFormat("Cisco type 8/9", ("$8$", "$9$"), r"\$[89]\$" + _CRYPT + r"{14}\$" + _CRYPT + "{43}"),
     HashFormat("sha1-crypt", ("$sha1$",), r"\$sha1\$\d+\$" + _CRYPT + r"{0,64}\$" + _CRYPT + "{28}"),
     HashFormat(
         "Argon2",
@@ -281,6 +283,15 @@ PASSWORD_HASH_FORMATS: tuple[HashFormat, ...] = (
         r"\{(?i:ssha(?:256|384|512)?|sha(?:256|384|512)?|smd5|md5|pbkdf2(?:-sha\d+)?)\}"
         + _BASE64
         + "{20,}={0,2}",
+    ),
+    # Kerberos AS-REP and TGS-REP hashes (AS-REP roasting, Kerberoasting), as hashcat and the impacket
+    # scripts write them: encrypted with a key derived from the account's password, so cracked
+    # offline like any hash. ``$krb5asrep$23$[user@REALM:]<checksum>$<encrypted part>``,
+    # ``$krb5tgs$23$*user$REALM$spn*$<checksum>$<encrypted part>``.
+    HashFormat(
+        "Kerberos AS-REP/TGS-REP",
+        ("$krb5asrep$", "$krb5tgs$"),
+        r"\$krb5(?:asrep|tgs)\$\d{1,2}\$(?:[^\s$:*]*[:*$]|\*[^\s*]*\*\$)??[0-9a-fA-F]{24,64}\$[0-9a-fA-F]{64,}",
     ),
     HashFormat(
         "PostgreSQL SCRAM verifier",

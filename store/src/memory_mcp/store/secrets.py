@@ -249,6 +249,7 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
     SecretKind("password_assignment", "a password"),
     SecretKind("secret_assignment", "a secret, token or API key value"),
     SecretKind("generic_high_entropy", "a random-looking secret next to a word like key, secret or token"),
+    SecretKind("bare_key", "a random key-shaped value saved on its own"),
 )
 
 _LABELS: dict[str, str] = {k.kind: k.label for k in SECRET_KINDS}
@@ -1220,7 +1221,7 @@ _TOKEN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_-")
 MIN_IDENTIFIABLE_BODY = 30
 MIN_IDENTIFIABLE_ENTROPY = 4.0
 _IDENTIFIABLE_TOKEN = re.compile(
-    rf"(?P<p>[a-z]{{2,10}}(?:[_-][a-z]{{2,10}})?[_-])(?P<v>[A-Za-z0-9]{{{MIN_IDENTIFIABLE_BODY},200}})"
+    rf"(?P<p>[a-z]{{2,10}}(?:[_-][a-z]{{1,10}}){{0,2}}[_-])(?P<v>[A-Za-z0-9]{{{MIN_IDENTIFIABLE_BODY},200}})"
     r"(?![A-Za-z0-9_+/=~-])(?!\.[A-Za-z0-9])"
 )
 # Prefixes of things that are public or identifiers: publishable and client-side keys (Stripe and
@@ -1270,6 +1271,14 @@ def _identifiable_token(match: re.Match[str]) -> bool:
         return False
     body = match.group("v")
     lower, upper, digit, _ = _classes(body)
+    # One case and digits (``bkua_z1x2...``), not hex: random by the lowercase measure.
+    if lower and digit and not upper:
+        return (
+            _HEX_ONLY.fullmatch(body) is None
+            and _looks_random_lowercase(body)
+            and not _sequential(body)
+            and _varied(match.group())
+        )
     return (
         lower
         and upper
@@ -1703,6 +1712,85 @@ def _camel_key(match: re.Match[str]) -> bool:
         return False
     value = _unquote(match.group("v"))[0]
     return _key_shaped(value) and (_token_shaped(value) or _random_upper(value))
+
+
+# A credential's name, read widely, then a key-shaped value: the name may be glued to a vendor's
+# (``boxKEY``, ``zerobounceACCESS=``, ``dd_secret_key-``, ``podioToken``) or stand after it
+# (``bugsnag secret ...``, ``pdfshift-KEY ...``), and may be two or three credential words
+# (``SECRET key``, ``ACCESS code``, ``access_token``). The separator is one of ``= : - _ .`` or a
+# blank, the value a token of its own. Tried where a credential word starts (`_Rule.anchors`).
+_CREDENTIAL_NAME_WORDS = ("key", "secret", "token", "access", "private", "credential", "pat")
+_NAME_THEN_VALUE = (
+    r"(?P<n>key|secret|token|access|private|credentials?|pat)s?"
+    r"(?:[ \t_.-]{0,2}(?:key|secret|token|access|private|code|tok|credentials?)s?)*"
+    r"""(?![a-z0-9])(?:\\?["'])?[ \t]*(?::=|=>|[:=. \t_-])[ \t]*(?:\\?["'`])?"""
+    r"(?P<v>[a-z0-9+/_.=-]{16,1000})(?![a-z0-9+/_.=-])"
+)
+# Words before the name that make it something other than a secret: data-structure keys
+# (`_NOT_CREDENTIAL_KEYS`), key ids that are public (KMS, GPG, SSH).
+_PUBLIC_KEY_OWNERS = frozenset({"kms", "gpg", "pgp", "gnupg", "ssh", "id", "ids"})
+_NAME_WORDS_BEFORE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+MIN_NAMED_VALUE = 16
+_BEARER_HEX = re.compile(r"[0-9a-fA-F]{32,}")
+_NAME_VALUE_SEPARATORS = re.compile(r"[-._]")
+# A value of 16 to 19 characters counts with a few digits in it (``abc123def456789a``).
+MIN_SHORT_VALUE_DIGITS = 3
+
+
+def _named_value_shaped(value: str, *, uuid_allowed: bool) -> bool:
+    """A value after a credential's name: key-shaped (`_key_shaped`, counting runs included), random
+    letters (`_looks_random`), 16 to 19 letters and digits, or a UUID where the name allows one."""
+    if _UUID.fullmatch(value):
+        return uuid_allowed and _varied(value.replace("-", ""))
+    if _is_placeholder(value) or _is_reference(value) or _VERSION.fullmatch(value):
+        return False
+    if len(value) >= 20:
+        if _key_shaped(value) or _looks_random(value):
+            return True
+        # Groups joined by ``-``, ``.`` or ``_`` (``ABCD1234-EFGH5678-...``, ``abc.def.ghi123...``,
+        # a JWT-like ``eyJ...``): read as one run, unless the groups are words (``payments-v2-...``).
+        joined = _NAME_VALUE_SEPARATORS.sub("", value)
+        return joined != value and _key_shaped(joined) and not _wordy(joined)
+    lower, upper, _, other = _classes(value)
+    return (
+        not other
+        and (lower or upper)
+        and _HEX_ONLY.fullmatch(value) is None
+        and len(_DIGIT.findall(value)) >= MIN_SHORT_VALUE_DIGITS
+    )
+
+
+def _name_then_value(match: re.Match[str]) -> bool:
+    # The cheap tests first: this runs wherever a credential word is followed by a long run.
+    value = _unquote(match.group("v"))[0].rstrip(".")
+    if len(value) < MIN_NAMED_VALUE or _ULID.fullmatch(value) or _PUBLIC_PREFIX.match(value):
+        return False
+    prefix = _PREFIX_STUB.match(value)
+    if prefix is not None and prefix.group()[:-1].lower() in _PUBLIC_TOKEN_PREFIXES:
+        return False
+    text, start = match.string, match.start()
+    name = match.group("n").lower()
+    # ``pat`` (a personal access token) only as a word of its own: ``ado_pat``, ``devops pat``.
+    if name == "pat" and start > 0 and text[start - 1].isalpha():
+        return False
+    # Inside a path, a URL or a Redis-style name (``s3://assets/key-<hex>``, ``app:key-<hex>``) it is a
+    # name; a dotted name (``app.api.key = ...``) is a property and counts.
+    line_start = text.rfind("\n", 0, start) + 1
+    name_start = start
+    while name_start > line_start and (text[name_start - 1].isalnum() or text[name_start - 1] in "_-"):
+        name_start -= 1
+    if name_start > 0 and text[name_start - 1] in "/:@#~+":
+        return False
+    before = text[max(line_start, start - 40) : start]
+    words = [w.lower() for w in _NAME_WORDS_BEFORE.findall(before)][-2:]
+    if words and words[-1] in _NOT_CREDENTIAL_KEYS:
+        return False
+    if any(word in _PUBLIC_KEY_OWNERS for word in words) or _PUBLIC_BEFORE.search(before):
+        return False
+    # A UUID is a key only where the name says so: a secret, a token, a private one, or a key glued to
+    # its service's name (``statuspage_key``, ``holidayapiKEY-``); ``KMS key <uuid>`` is an id.
+    glued = start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_-")
+    return _named_value_shaped(value, uuid_allowed=glued or name in ("secret", "token", "private"))
 
 
 _XML_CREDENTIAL_NAMES = (
@@ -2221,9 +2309,15 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _any_case(
         "bearer_token",
-        r"bearer\s+(?P<v>[A-Za-z0-9._~+/-]{20,}=*)",
-        # A UUID after "Bearer" is a token too (Heroku and older HubSpot keys are UUIDs).
-        _value(lambda v: _opaque_token(v) or (_UUID.fullmatch(v) is not None and _varied(v))),
+        r"bearer:?\s+(?P<v>[A-Za-z0-9._~+/-]{20,}=*)",
+        # A UUID after "Bearer" is a token too (Heroku and older HubSpot keys are UUIDs), and so is
+        # hex of 32 or more (GitHub's classic tokens, Particle's, many self-hosted services').
+        _value(
+            lambda v: (
+                _opaque_token(v)
+                or ((_UUID.fullmatch(v) is not None or _BEARER_HEX.fullmatch(v) is not None) and _varied(v))
+            )
+        ),
         hints=("bearer",),
         not_after=string.ascii_letters,
     ),
@@ -2328,6 +2422,9 @@ _RULES: tuple[_Rule, ...] = (
     # ``softlayer_key = ...``, ``ibm-iam-key: ...``, ``--softlayer-api-key ...``: a key named after
     # its service gets a key-shaped value, random or not.
     _any_case("secret_assignment", _NAMED_KEY, _named_key, anchors=("_key", "-key")),
+    # ``boxKEY 0123...``, ``bugsnag secret <uuid>``, ``dd_secret_key-3c0c...``: a credential's name,
+    # glued to a vendor's or after it, and a key-shaped value.
+    _any_case("secret_assignment", _NAME_THEN_VALUE, _name_then_value, anchors=_CREDENTIAL_NAME_WORDS),
     # ``fastlyKey = "..."``, ``const sumoKey1 = '...'``: the same in camelCase, with a random value.
     _Rule("secret_assignment", _CAMEL_KEY, _camel_key, anchors=("key",)),
     # ``<password>...</password>`` (Maven's settings.xml), ``<secret>{AQAAABAAAA...}</secret>``
@@ -2399,6 +2496,9 @@ def _candidates(text: str) -> Iterator[re.Match[str]]:
         yield from _CANDIDATE.finditer(text, start, match.end())
 
 
+_PREFIXED_ID = re.compile(rf"[a-z]{{2,10}}_[A-Za-z0-9]{{14,{MIN_IDENTIFIABLE_BODY - 1}}}")
+
+
 def _generic_high_entropy(text: str) -> bool:
     """A random-looking string with a credential word shortly before or after it on the same line."""
     for match in _candidates(text):
@@ -2411,6 +2511,9 @@ def _generic_high_entropy(text: str) -> bool:
         random_looking = _looks_random(joined) or _looks_random_lowercase(joined) or _random_upper(joined)
         if not random_looking or _is_placeholder(candidate) or _is_public_or_id(text, match):
             continue
+        # An object id with a short prefix (``req_<24>``, ``cus_<14>``): public, as in `_identifiable_token`.
+        if _PREFIXED_ID.fullmatch(candidate):
+            continue
         line_start = text.rfind("\n", 0, match.start()) + 1
         line_end = text.find("\n", match.end())
         line_end = len(text) if line_end < 0 else line_end
@@ -2419,6 +2522,44 @@ def _generic_high_entropy(text: str) -> bool:
         if _SECRET_WORD.search(before) or _SECRET_WORD.search(after):
             return True
     return False
+
+
+# A memory that is nothing but one long random token: a key pasted on its own, with no name to go
+# by. Hex (digests, SHAs), UUIDs, ULIDs, public prefixes (`_PUBLIC_PREFIX`), DER (``MII...``: public
+# keys and certificates; a private key's DER is found by `_bare_pem_body`), bech32 addresses and
+# keys (``bc1...``, ``age1...``, ``npub1...``) and IPFS CIDs are public or ids and pass; so do
+# walks along the alphabet and runs of words.
+MIN_BARE_KEY = 32
+_BARE_VALUE = re.compile(rf"\s*[\"'`]?(?P<v>[A-Za-z0-9_+/=.~-]{{{MIN_BARE_KEY},2000}})[\"'`]?\s*")
+_PUBLIC_BARE = re.compile(
+    r"MII|[a-z]{1,6}1[02-9ac-hj-np-z]{38,}$|Qm[1-9A-HJ-NP-Za-km-z]{44}$|bafy[a-z2-7]{50,}$"
+)
+
+
+def _bare_key(value: str) -> bool:
+    if (
+        _UUID.fullmatch(value)
+        or _ULID.fullmatch(value)
+        or _PUBLIC_PREFIX.match(value)
+        or _PUBLIC_BARE.match(value)
+    ):
+        return False
+    if _is_placeholder(value) or _is_reference(value):
+        return False
+    # A made-up name's prefix (``foo_``, ``test_``), or one base64url segment of JSON (a JWT's header
+    # alone, ``eyJhbGciOi...``: public; a whole JWT is found by its own rule).
+    prefix = _PREFIX_STUB.match(value)
+    if prefix is not None and prefix.group()[:-1].lower() in _PUBLIC_TOKEN_PREFIXES:
+        return False
+    if value.startswith("eyJ") and "." not in value and _json_object(value) is not None:
+        return False
+    joined = _TOKEN_SEPARATORS.sub("", value)
+    if len(joined) < MIN_BARE_KEY or _HEX_ONLY.fullmatch(joined) or _sequential(joined):
+        return False
+    # Words run together (mixed case: ``ValueMapListCache...``); lowercase is judged by its vowels.
+    if not joined.islower() and _wordy(joined):
+        return False
+    return _looks_random(joined) or _looks_random_lowercase(joined)
 
 
 def _lower_same_length(text: str) -> str:
@@ -2541,6 +2682,8 @@ def _find(text: str, *, decode: bool) -> SecretMatch | None:
                 return SecretMatch(rule.kind, _LABELS[rule.kind])
     if any(hint in lowered for hint in _SECRET_WORD_HINTS) and _generic_high_entropy(text):
         return SecretMatch("generic_high_entropy", _LABELS["generic_high_entropy"])
+    if (bare := _BARE_VALUE.fullmatch(text)) is not None and _bare_key(bare.group("v")):
+        return SecretMatch("bare_key", _LABELS["bare_key"])
     return _base64_hidden(text) if decode else None
 
 
