@@ -9,7 +9,9 @@ like", "would he enjoy") better by meaning than by words. The kinds:
 - ``several``: the answer is a list or needs several memories (what activities, which cities,
   both, all, how many times, plural objects);
 - ``trait``: a preference, a trait or an inference about a person (likes, favourite, enjoy,
-  would/might/likely, what kind of person);
+  would/might/likely, what kind of person), and a request for a recommendation or a suggestion
+  ("what would you recommend for me", "can you suggest some hotels"): what suits the asker follows
+  from their preferences, which the request does not name;
 - ``fact``: anything else (one fact, a code, a name).
 
 Rules, not a model: they are read in a microsecond, explained here and tested
@@ -68,6 +70,14 @@ _TRAIT = _words(
     r"lieblings\w*",
     r"preferit[oaie]",
     r"piace",
+    # A request for a recommendation, addressed to the one asked ("you'd recommend", "can you
+    # suggest") or for the asker ("suggestions for me"); "what did Melanie suggest" stays a fact.
+    r"you(?:'d| would| could| can| might)? (?:\w+ ){0,2}(?:recommend|suggest)",
+    r"(?:recommend|suggest)\w* (?:\w+ ){0,4}for me",
+    r"(?:some|any) (?:recommendations|suggestions|ideas)",
+    r"empfiehlst",
+    r"empfehlen sie",
+    r"(?:mi )?consigl(?:i|ieresti|iami)",
 )
 _SEVERAL = _words(
     r"what (?:are|were)",
