@@ -52,6 +52,7 @@ from bench.common import BenchDatabase, BenchServer, bench_server, machine, writ
 from bench.retrieval_dataset import build_dataset
 from bench.scale import INDEXES
 from memory_mcp.embedder.model import EmbeddingModel, encode, load_model
+from memory_mcp.embedder.onnx_model import onnx_roots
 from memory_mcp.embedder.static import StaticModel, load_static_model
 from memory_mcp.store import search
 from memory_mcp.store.db import Database
@@ -398,10 +399,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(machine())
-    model = load_model(None)
     from memory_mcp.core.settings import Settings
 
-    static = load_static_model(Settings().static_embedding_cache_dir)
+    settings = Settings()
+    # As the server loads it: a question's pass through ONNX Runtime once its file is ready.
+    model = load_model(None, onnx_roots=onnx_roots(settings))
+    model.short_runtime_settled.wait()
+    print(f"a question's forward pass runs on {model.short_runtime}")
+    static = load_static_model(settings.static_embedding_cache_dir)
     with bench_server(SERVER_SETTINGS) as server:
         for size in (int(s) for s in args.memories.split(",")):
             asyncio.run(measure(server, size, args, model, static))

