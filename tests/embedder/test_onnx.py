@@ -8,6 +8,8 @@ import hashlib
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +154,24 @@ async def test_the_in_process_embedder_keeps_the_file_beside_the_static_table(tm
         assert len(await embedder.embed_query(question)) == embedder.dim
     finally:
         await embedder.aclose()
+
+
+def test_a_process_that_exits_while_exporting_leaves_nothing_half_written(tmp_path: Path) -> None:
+    """The export runs in a daemon thread that an exit does not wait for: the staging folder goes
+    with the process, and no ONNX folder appears."""
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from memory_mcp.embedder.model import load_model\n"
+        "root = Path(sys.argv[1])\n"
+        "model = load_model(None, 'cpu', onnx_roots=[root])\n"
+        "deadline = time.monotonic() + 120\n"
+        "while not list(root.glob('.onnx-staging-*')) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+        "print('exporting' if list(root.glob('.onnx-staging-*')) else 'not exporting', flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert done.stdout.strip() == "exporting"
+    assert [p.name for p in tmp_path.iterdir()] == [".onnx-export.lock"]

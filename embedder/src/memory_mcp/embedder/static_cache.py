@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -169,6 +171,10 @@ def write_staged(
     folder.parent.mkdir(parents=True, exist_ok=True)
     _remove_staging(folder.parent, staging_prefix)
     staging = Path(tempfile.mkdtemp(prefix=staging_prefix, dir=folder.parent))
+    # A process that exits while a daemon thread writes here (the ONNX export: a stop does not
+    # wait for it) removes the folder on its way out instead of leaving it to the next writer.
+    remove_at_exit = functools.partial(shutil.rmtree, staging, ignore_errors=True)
+    atexit.register(remove_at_exit)
     try:
         make(staging)
         files = {name: sha256_file(staging / name) for name in names}
@@ -179,6 +185,7 @@ def write_staged(
             shutil.rmtree(folder)
         staging.rename(folder)
     finally:
+        atexit.unregister(remove_at_exit)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 
