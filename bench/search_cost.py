@@ -5,8 +5,10 @@ asks M different questions through the store's ``search_memories`` exactly as th
 (MiniLM query vector, the static model's vector, the soft word match) and prints, per search, the
 CPU milliseconds of each part (medians of ``--rounds`` rounds over the same questions):
 
-- ``embed``: the MiniLM forward pass of the question (``encode``, the call the embedder makes; the
-  service's LRU of query vectors is not in the way: every question is new to the model call);
+- ``embed``: the MiniLM forward pass of the question (``encode``, the call the embedder makes, on
+  the model loaded as the server loads it: through ONNX Runtime once its file is ready, which the
+  bench waits for; the service's LRU of query vectors is not in the way: every question is new to
+  the model call);
 - ``static``: the question's static-model vector;
 - ``soft``: the soft word match (``StaticModel.soft_matches``, called from the store's ranking);
 - ``store``: the rest of ``search_memories`` in this process: checks, building the bind, sending
