@@ -456,6 +456,16 @@ FAMILIES: list[tuple[str, str, str]] = [
         f"pdfshift-KEY {_random(32, _HEX, seed=99)}",
         f"the cache-key {_random(32, _HEX, seed=99)} is the prompt's hash",
     ),
+    (
+        "a vendor's prefix and a dotted token after a credential's name",
+        f"mapboxgl.accessToken = 'sk.eyJ{_random(60, seed=116)}.{_random(22, seed=117)}'",
+        "mapboxgl.accessToken = settings.MAPBOX_ACCESS_TOKEN",
+    ),
+    (
+        "a password made a SecureString in PowerShell",
+        '$cred = ConvertTo-SecureString "Sommer2024!" -AsPlainText -Force',
+        "$cred = ConvertTo-SecureString $env:SVC_PASSWORD -AsPlainText -Force",
+    ),
     # Identifiable tokens: a prefix of up to three words (one may be a letter), a lowercase body.
     (
         "an identifiable token with a three-word prefix",

@@ -1742,22 +1742,33 @@ def _named_value_shaped(value: str, *, uuid_allowed: bool) -> bool:
     letters (`_looks_random`), 16 to 19 letters and digits, or a UUID where the name allows one."""
     if _UUID.fullmatch(value):
         return uuid_allowed and _varied(value.replace("-", ""))
-    if _is_placeholder(value) or _is_reference(value) or _VERSION.fullmatch(value):
+    lower, upper, digit, other = _classes(value)
+    # Letters in one case alone (a word, an alphabet) or digits alone (an id) are not a key here,
+    # unless the letters repeat a unit (``abcdefabcdef...``): a test key, as in `_key_shaped`.
+    if not (digit and (lower or upper)) and not (lower and upper):
+        return (lower or upper) and len(value) >= 20 and _test_key(value)
+    if _VERSION.fullmatch(value) or _is_placeholder(value):
         return False
-    if len(value) >= 20:
-        if _key_shaped(value) or _looks_random(value):
-            return True
-        # Groups joined by ``-``, ``.`` or ``_`` (``ABCD1234-EFGH5678-...``, ``abc.def.ghi123...``,
-        # a JWT-like ``eyJ...``): read as one run, unless the groups are words (``payments-v2-...``).
-        joined = _NAME_VALUE_SEPARATORS.sub("", value)
-        return joined != value and _key_shaped(joined) and not _wordy(joined)
-    lower, upper, _, other = _classes(value)
-    return (
-        not other
-        and (lower or upper)
-        and _HEX_ONLY.fullmatch(value) is None
-        and len(_DIGIT.findall(value)) >= MIN_SHORT_VALUE_DIGITS
-    )
+    # A dotted value is a reference (``settings.SECRET_KEY``) unless a part of it is random: a
+    # vendor's prefix and a token (``sk.eyJ1...``, ``hawk.nHAO...``).
+    if _is_reference(value) and not (
+        _DOTTED_NAME.fullmatch(value) and any(_looks_random(part) for part in value.split("."))
+    ):
+        return False
+    if len(value) < 20:
+        return (
+            not other
+            and _HEX_ONLY.fullmatch(value) is None
+            and len(_DIGIT.findall(value)) >= MIN_SHORT_VALUE_DIGITS
+        )
+    if max(map(len, _ALNUM_RUNS.findall(value)), default=0) >= MIN_ALNUM_RUN:
+        return _key_shaped(value) or _looks_random(value)
+    # Groups joined by ``-``, ``.`` or ``_`` (``ABCD1234-EFGH5678-...``, ``abc.def.ghi123...``): read
+    # as one run, unless the groups are words (``payments-v2-...``) or the path of a file (``/``).
+    if "/" in value:
+        return False
+    joined = _NAME_VALUE_SEPARATORS.sub("", value)
+    return not _wordy(joined) and _key_shaped(joined)
 
 
 def _name_then_value(match: re.Match[str]) -> bool:
@@ -1787,9 +1798,10 @@ def _name_then_value(match: re.Match[str]) -> bool:
         return False
     if any(word in _PUBLIC_KEY_OWNERS for word in words) or _PUBLIC_BEFORE.search(before):
         return False
-    # A UUID is a key only where the name says so: a secret, a token, a private one, or a key glued to
-    # its service's name (``statuspage_key``, ``holidayapiKEY-``); ``KMS key <uuid>`` is an id.
-    glued = start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_-")
+    # A UUID is a key only where the name says so: a secret, a token, a private one, or a key written
+    # into its service's name (``holidayapiKEY-``, ``codakey-``); ``job_key: <uuid>`` and
+    # ``KMS key <uuid>`` are ids.
+    glued = start > 0 and text[start - 1].isalnum()
     return _named_value_shaped(value, uuid_allowed=glued or name in ("secret", "token", "private"))
 
 
@@ -2387,6 +2399,14 @@ _RULES: tuple[_Rule, ...] = (
         ),
     ),
     _any_case("secret_assignment", _FRONT_END_VARIABLE, _front_end_variable, anchors=_FRONT_END_PREFIXES),
+    # PowerShell's ``ConvertTo-SecureString "<password>" -AsPlainText -Force``: the literal is the password.
+    _any_case(
+        "password_assignment",
+        r"""convertto-securestring[ \t]+(?:-string[ \t]+)?(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')[^\n|;]{0,40}?"""
+        r"-asplaintext",
+        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        anchors=("convertto-securestring",),
+    ),
     _Rule(
         "password_assignment",
         _CONNECT_CALL,
@@ -2536,6 +2556,19 @@ _PUBLIC_BARE = re.compile(
 )
 
 
+def _decodes_to_text(segment: str) -> bool:
+    """Whether a base64 or base64url segment of 16+ characters decodes to printable ASCII."""
+    if len(segment) < 16:
+        return False
+    try:
+        decoded = base64.urlsafe_b64decode(
+            segment.replace("+", "-").replace("/", "_") + "=" * (-len(segment) % 4)
+        )
+    except (binascii.Error, ValueError):
+        return False
+    return decoded.isascii() and decoded.decode("ascii").isprintable()
+
+
 def _bare_key(value: str) -> bool:
     if (
         _UUID.fullmatch(value)
@@ -2546,12 +2579,17 @@ def _bare_key(value: str) -> bool:
         return False
     if _is_placeholder(value) or _is_reference(value):
         return False
-    # A made-up name's prefix (``foo_``, ``test_``), or one base64url segment of JSON (a JWT's header
-    # alone, ``eyJhbGciOi...``: public; a whole JWT is found by its own rule).
+    # A made-up name's prefix (``foo_``, ``test_``), or a JWT's shape (a first segment that decodes to
+    # JSON: a header alone is public, and whether a whole one is a token is the JWT rule's to say).
     prefix = _PREFIX_STUB.match(value)
     if prefix is not None and prefix.group()[:-1].lower() in _PUBLIC_TOKEN_PREFIXES:
         return False
-    if value.startswith("eyJ") and "." not in value and _json_object(value) is not None:
+    if value.startswith("eyJ") and _json_object(value.split(".", 1)[0]) is not None:
+        return False
+    # Three dotted segments are the shape of a JWT or a Discord bot token: their rules know the format.
+    # Base64 of readable text (``NDgxMjEy...`` is a number) is judged by what it decodes to
+    # (`_base64_hidden`), not as a random key.
+    if value.count(".") == 2 or any(_decodes_to_text(part) for part in value.split(".")):
         return False
     joined = _TOKEN_SEPARATORS.sub("", value)
     if len(joined) < MIN_BARE_KEY or _HEX_ONLY.fullmatch(joined) or _sequential(joined):
