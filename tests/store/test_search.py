@@ -595,6 +595,27 @@ async def test_the_soft_word_match_credits_related_words_that_full_text_misses(
     assert {h.memory.content: h.score for h in off.hits} == plain
 
 
+async def test_a_memory_that_tells_before_it_asks_is_not_penalised(db: Database, embedder: Embedder) -> None:
+    """A memory ending in a question that also states something (a sentence of
+    ``statement_words`` words or more) keeps its whole score; a bare question or a short greeting
+    before it does not."""
+    ctx = await writer(db)
+    tells = "I follow a strict gluten-free and dairy-free diet since last spring, so snacks are hard. What should I pack?"
+    greets = "Hey Ada, good to see you! What should I pack?"
+    await save_all(db, ctx, embedder, [tells, greets])
+    question = "What snacks should I pack for the trip?"
+    plain = await find(db, ctx, embedder, question, params=search.SearchParams(question_penalty=0))
+    ranked = await find(db, ctx, embedder, question)
+    score = {h.memory.content: h.score for h in ranked.hits}
+    before = {h.memory.content: h.score for h in plain.hits}
+    assert score[tells] == pytest.approx(before[tells], abs=1e-3)
+    assert score[greets] == pytest.approx(before[greets] - search.SearchParams().question_penalty, abs=1e-3)
+    never = await find(db, ctx, embedder, question, params=search.SearchParams(statement_words=255))
+    assert {h.memory.content: h.score for h in never.hits}[tells] == pytest.approx(
+        before[tells] - search.SearchParams().question_penalty, abs=1e-3
+    )
+
+
 async def test_a_memory_that_asks_ranks_below_the_answer_it_resembles(
     db: Database, embedder: Embedder
 ) -> None:
