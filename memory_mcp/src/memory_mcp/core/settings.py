@@ -79,8 +79,9 @@ class Settings(BaseSettings):
     bulk_embed_attempts: int = Field(default=5, ge=1, le=100)
     bulk_embed_backoff_s: float = Field(default=2.0, ge=0)
     embedder_metrics_port: int | None = Field(default=None, ge=1, le=65535)  # Ray Serve replicas only
-    # What this machine keeps for every data dir: the static table and the precision probe's
-    # verdicts (docs/operations.md, "The machine's cache"). Safe to delete; it is made again.
+    # What this machine keeps for every data dir: the static table, the model's ONNX file (short
+    # forward passes) and the precision probe's verdicts (docs/operations.md, "The machine's
+    # cache"). Safe to delete; it is made again.
     cache_dir: Path = Field(default_factory=default_cache_dir)
     # Search's third signal: a static embedding distilled from the packaged MiniLM once per machine
     # and cached (checksum-verified) under ``static_embedding_dir``, ``cache_dir`` unless set (the
