@@ -45,7 +45,6 @@ The conversion, in the LoCoMo shape that ``bench.locomo.load_locomo`` reads:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
@@ -55,6 +54,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.heldout_cli import build_main
 from memory_mcp.store.validation import MAX_CONTENT
 
 SOURCE_SHA256 = "a6e3361c1a61d7e26a8aee1209a644a1b46c814e8b3ba0620ba259b2eacd025d"
@@ -243,29 +243,18 @@ def build(root: Path, out: Path, *, any_version: bool = False) -> Built:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    return build_main(
+        argv,
         prog="python -m bench.heldout_prefeval",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
+        source="the root of a PrefEval checkout",
+        build=build,
+        refused=HeldoutError,
+        describe=lambda out, built: (
+            f"wrote {out}: {len(built.samples)} users, {built.sessions} sessions, {built.turns} turns, "
+            f"{built.questions} questions ({built.left_out} left out: no message holds half the preference's words)"
+        ),
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    make = commands.add_parser("build", help="write the LoCoMo-format file of the held-out set")
-    make.add_argument("source", type=Path, help="the root of a PrefEval checkout")
-    make.add_argument("-o", "--output", type=Path, required=True)
-    make.add_argument(
-        "--any-version", action="store_true", help="skip the sha256 check (for the tests' synthetic source)"
-    )
-    args = parser.parse_args(argv)
-    try:
-        built = build(args.source, args.output, any_version=args.any_version)
-    except HeldoutError as e:
-        print(f"bench.heldout_prefeval: {e}", file=sys.stderr)
-        return 2
-    print(
-        f"wrote {args.output}: {len(built.samples)} users, {built.sessions} sessions, {built.turns} turns, "
-        f"{built.questions} questions ({built.left_out} left out: no message holds half the preference's words)"
-    )
-    return 0
 
 
 if __name__ == "__main__":
