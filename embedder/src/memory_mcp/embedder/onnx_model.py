@@ -18,8 +18,16 @@ probe texts; a file that differs by more than :data:`MAX_PARITY_DIFFERENCE` is n
 
 from __future__ import annotations
 
-import copy
+import argparse
+import atexit
+import contextlib
+import functools
 import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +40,14 @@ from numpy.typing import NDArray
 
 from .checksum import files_checksum
 from .precision import PROBE_TEXTS
-from .static_cache import cached_folder_is_valid, distill_lock, write_staged
+from .static_cache import (
+    CHILD_STOP_S,
+    cached_folder_is_valid,
+    child_environment,
+    distill_lock,
+    exit_when_orphaned,
+    write_staged,
+)
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -111,14 +126,13 @@ def preprocess_of(model: SentenceTransformer) -> Callable[[list[str]], Mapping[s
 
 def export_into(folder: Path, model: SentenceTransformer, source: Path, source_sum: str) -> None:
     """Export ``model``'s whole pipeline to ``folder`` (staged, with its manifest); the caller holds
-    the export lock. A copy is traced, so ``model`` may serve meanwhile. Raises
+    the export lock. Runs in the export's own process (:func:`export_in_child`). Raises
     :class:`OnnxUnavailable` when the ``onnx`` package is missing."""
     try:
         import onnx  # noqa: F401  (torch.onnx.export needs it)
         import torch
     except ImportError as exc:
         raise OnnxUnavailable(f"{exc.name} is not installed") from exc
-    model = copy.deepcopy(model)
     sample = preprocess_of(model)(["a sample sentence to trace"])
     names = [name for name, value in sample.items() if isinstance(value, torch.Tensor)]
 
@@ -173,7 +187,46 @@ def parity_difference(encoder: OnnxEncoder, reference: Encode) -> float:
     return max(float(np.abs(encoder.encode(texts) - reference(texts)).max()) for texts in batches)
 
 
-def _find_or_export(model: SentenceTransformer, source: Path, source_sum: str, roots: Sequence[Path]) -> Path:
+def export_in_child(folder: Path, source: Path, source_sum: str) -> None:
+    """Run :func:`export_into` in a process of its own (this module's ``__main__``, one thread,
+    low priority); the caller holds the export lock.
+
+    Not in a thread of the caller: torch's tracer is native code, and a process that ends while a
+    thread of its own is inside it aborts ("terminate called without an active exception"), so a
+    command that finished before the export did would die with SIGABRT. The child is stopped when
+    this process exits (it removes its staging folder on the way out) and ends itself when this
+    process is killed. Raises :class:`OnnxUnavailable` with the child's last words when it fails.
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-m", __name__, "--into", str(folder), "--source", str(source), "--sum", source_sum],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **child_environment(1)},
+    )
+    stop = functools.partial(_stop_child, child)
+    atexit.register(stop)
+    try:
+        _, err = child.communicate()
+    finally:
+        atexit.unregister(stop)
+    if child.returncode != 0:
+        last = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+        raise OnnxUnavailable(f"the export failed: {last[0]}")
+
+
+def _stop_child(child: subprocess.Popen[bytes]) -> None:
+    """Ask the export to stop (it removes its staging folder), kill it after :data:`CHILD_STOP_S`."""
+    with contextlib.suppress(ProcessLookupError):
+        child.terminate()
+    try:
+        child.wait(CHILD_STOP_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _find_or_export(source: Path, source_sum: str, roots: Sequence[Path]) -> Path:
     """This model's ONNX folder: found under ``roots``, or exported into the first root that can
     be written. A process that finds another exporting waits for it and takes its file."""
     found = find_onnx(roots, source_sum)
@@ -188,7 +241,7 @@ def _find_or_export(model: SentenceTransformer, source: Path, source_sum: str, r
                     return found
                 folder = onnx_folder(root, source_sum)
                 started = time.monotonic()
-                export_into(folder, model, source, source_sum)
+                export_in_child(folder, source, source_sum)
                 log.info(
                     "exported the embedding model %s to ONNX into %s in %.1f s",
                     source,
@@ -213,7 +266,7 @@ def prepare_encoder(
         raise OnnxUnavailable("no cache folder to keep the ONNX file in")
     source_sum = model_checksum(source)
     try:
-        folder = _find_or_export(model, source, source_sum, roots)
+        folder = _find_or_export(source, source_sum, roots)
     except OnnxUnavailable:
         raise
     except Exception as exc:  # the exporter's errors: an operator or module it cannot trace
@@ -226,3 +279,25 @@ def prepare_encoder(
             f"(more than {MAX_PARITY_DIFFERENCE:.0e}) on the probe texts"
         )
     return encoder
+
+
+def _child_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description="Export the embedding model to ONNX (a child process)")
+    parser.add_argument("--into", type=Path, required=True)
+    parser.add_argument("--source", type=Path, required=True)
+    parser.add_argument("--sum", required=True)
+    args = parser.parse_args(argv)
+    threading.Thread(target=exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    # A stop from the parent unwinds the export, so write_staged removes its staging folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    with contextlib.suppress(OSError):
+        os.nice(10)  # the parent's requests come first
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(1)
+    export_into(args.into, SentenceTransformer(str(args.source), device="cpu"), args.source, args.sum)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])

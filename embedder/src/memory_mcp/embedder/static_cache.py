@@ -209,7 +209,7 @@ async def distill_in_child(folder: Path, teacher: Path, teacher_sum: str, thread
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **_child_environment(threads)},
+        env={**os.environ, **child_environment(threads)},
     )
     try:
         _, err = await child.communicate()
@@ -235,7 +235,7 @@ async def _stop(child: asyncio.subprocess.Process) -> None:
     log.info("stopped distilling the static embedding")
 
 
-def _child_environment(threads: int) -> dict[str, str]:
+def child_environment(threads: int) -> dict[str, str]:
     """Thread counts for every math library the child may load (read when they start), no
     progress bars, and no network: the teacher is a local folder."""
     count = str(threads)
@@ -250,7 +250,7 @@ def _child_environment(threads: int) -> dict[str, str]:
     }
 
 
-def _exit_when_orphaned(parent: int) -> None:
+def exit_when_orphaned(parent: int) -> None:
     """End this child as soon as its parent is gone (killed with -9: it cannot stop us itself)."""
     while os.getppid() == parent:
         time.sleep(0.5)
@@ -264,7 +264,7 @@ def _child_main(argv: list[str]) -> None:
     parser.add_argument("--sum", required=True)
     parser.add_argument("--threads", type=int, required=True)
     args = parser.parse_args(argv)
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     with contextlib.suppress(OSError):
         os.nice(10)  # the server's requests come first
     import torch

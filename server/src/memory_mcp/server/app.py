@@ -404,7 +404,7 @@ def create_app(
 
 async def _start_embedder(settings: Settings) -> Embedder | None:
     try:
-        return await make_embedder(settings)
+        return await make_embedder(settings, short_passes_on_onnx=True)
     except EmbedderUnavailable as exc:
         # Serve anyway: search falls back to full text and writes are embedded later.
         log.warning("embedder unavailable at start-up, will retry: %s", exc)
