@@ -92,7 +92,10 @@ sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spe
 # install, into the read-only image: a pod then loads it in a second instead of distilling it into
 # its emptyDir on every start (minutes on a busy node). MiniLM's ONNX file (a search's question
 # through ONNX Runtime) is exported beside it, so a pod never exports; the build fails if it cannot.
-ENV MEMORY_MCP_STATIC_EMBEDDING_DIR=/opt/memory-mcp
+# ONNX Runtime's usage telemetry stays off here too (memory_mcp.core sets the same default in every
+# process): no device id is written into the image, nothing is sent from a pod.
+ENV MEMORY_MCP_STATIC_EMBEDDING_DIR=/opt/memory-mcp \
+    ORT_DISABLE_TELEMETRY=1
 # Readable by the image's user (10001): the distiller writes its files for the user that made them.
 RUN python -c "from pathlib import Path; from memory_mcp.embedder.static import load_static_model; \
 load_static_model(Path('/opt/memory-mcp'))" \

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -183,3 +184,38 @@ def test_a_process_that_exits_while_exporting_leaves_nothing_half_written(tmp_pa
     )
     assert done.stdout.strip() == "exporting"
     assert [p.name for p in tmp_path.iterdir()] == [".onnx-export.lock"]
+
+
+def test_onnx_runtime_sends_no_telemetry_and_writes_no_device_id(tmp_path: Path) -> None:
+    """ONNX Runtime (1.29 and later) uploads usage events and keeps a device id under the home
+    folder unless told not to; any process that loads the product's code tells it not to."""
+    home = tmp_path / "home"
+    home.mkdir()
+    script = (
+        "import os, sys\n"
+        "import memory_mcp.core\n"
+        "import onnx, onnxruntime\n"
+        "from onnx import TensorProto, helper\n"
+        "x = helper.make_tensor_value_info('x', TensorProto.FLOAT, [1])\n"
+        "y = helper.make_tensor_value_info('y', TensorProto.FLOAT, [1])\n"
+        "graph = helper.make_graph([helper.make_node('Identity', ['x'], ['y'])], 'g', [x], [y])\n"
+        "model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])\n"
+        "model.ir_version = 8\n"
+        "onnxruntime.InferenceSession(model.SerializeToString(), providers=['CPUExecutionProvider'])\n"
+        "print(os.environ.get('ORT_DISABLE_TELEMETRY'))\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ORT_") and k != "CI"} | {
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.strip() == "1"
+    assert "telemetry" not in done.stderr
+    assert [p for p in home.rglob("*") if p.is_file()] == []

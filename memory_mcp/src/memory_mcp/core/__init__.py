@@ -1,7 +1,14 @@
 """Infrastructure shared by every component: settings, metrics, logs, database preparation and the
 embedding backends' table. Server, operator and embedder import it without importing the command line."""
 
+import os
 from importlib.metadata import PackageNotFoundError, version
+
+# ONNX Runtime (the embedder's short passes, faster-whisper's voice detection) sends usage telemetry
+# to its vendor by default on Linux since 1.29 and writes a device id under the home folder. A
+# self-hosted memory service phones no one: this turns it off before any component loads it (read
+# once, when the runtime starts; an operator may still set it otherwise).
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 # The distribution every image installs (the CLI and this package); the version all components report.
 DISTRIBUTION = "memory-mcp-core"
