@@ -356,6 +356,13 @@ def _in_word(char: str) -> bool:
     return char.isalnum() or char in "_-"
 
 
+def _name_start(text: str, start: int, joiners: str = "_-") -> int:
+    """Where the name that ends at ``start`` begins: letters, digits and ``joiners`` before it."""
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in joiners):
+        start -= 1
+    return start
+
+
 def _fold_mixed_words(text: str) -> str:
     """`text` with every word that mixes look-alikes and ASCII folded to ASCII."""
     parts: list[str] = []
@@ -1578,9 +1585,7 @@ _SNYK_ID_WORDS = frozenset({"org", "organization", "project", "id", "group", "in
 
 def _snyk_token(match: re.Match[str]) -> bool:
     text, start = match.string, match.start()
-    name_start = start
-    while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] == "_"):
-        name_start -= 1
+    name_start = _name_start(text, start, "_")
     if match.group("a") is not None and name_start < start:
         return False
     name = text[name_start : match.end("n")] if match.group("n") is not None else ""
@@ -1681,9 +1686,7 @@ def _key_shaped(value: str) -> bool:
 
 def _named_key(match: re.Match[str]) -> bool:
     text, start = match.string, match.start()
-    name_start = start
-    while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] in "_-"):
-        name_start -= 1
+    name_start = _name_start(text, start)
     name = text[name_start:start]
     qualifier = re.split(r"[_-]", name.lower().strip("_-"))[-1] if name.strip("_-") else ""
     if not qualifier or qualifier in _NOT_CREDENTIAL_KEYS:
@@ -1704,9 +1707,7 @@ _CAMEL_WORD = re.compile(r"[A-Z]?[a-z0-9]+$")
 def _camel_key(match: re.Match[str]) -> bool:
     """A camelCase key (not a data-structure key such as ``cacheKey``) with a random value."""
     text, start = match.string, match.start()
-    name_start = start
-    while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] == "_"):
-        name_start -= 1
+    name_start = _name_start(text, start, "_")
     qualifier = _CAMEL_WORD.search(text, name_start, start)
     if qualifier is None or qualifier.group().lower() in _NOT_CREDENTIAL_KEYS:
         return False
@@ -1721,7 +1722,7 @@ def _camel_key(match: re.Match[str]) -> bool:
 # blank, the value a token of its own. Tried where a credential word starts (`_Rule.anchors`).
 _CREDENTIAL_NAME_WORDS = ("key", "secret", "token", "access", "private", "credential", "pat")
 _NAME_THEN_VALUE = (
-    r"(?P<n>key|secret|token|access|private|credentials?|pat)s?"
+    rf"(?P<n>{'|'.join(_CREDENTIAL_NAME_WORDS)})s?"
     r"(?:[ \t_.-]{0,2}(?:key|secret|token|access|private|code|tok|credentials?)s?)*"
     r"""(?![a-z0-9])(?:\\?["'])?[ \t]*(?::=|=>|[:=. \t_-])[ \t]*(?:\\?["'`])?"""
     r"(?P<v>[a-z0-9+/_.=-]{16,1000})(?![a-z0-9+/_.=-])"
@@ -1787,9 +1788,7 @@ def _name_then_value(match: re.Match[str]) -> bool:
     # Inside a path, a URL or a Redis-style name (``s3://assets/key-<hex>``, ``app:key-<hex>``) it is a
     # name; a dotted name (``app.api.key = ...``) is a property and counts.
     line_start = text.rfind("\n", 0, start) + 1
-    name_start = start
-    while name_start > line_start and (text[name_start - 1].isalnum() or text[name_start - 1] in "_-"):
-        name_start -= 1
+    name_start = _name_start(text, start)
     if name_start > 0 and text[name_start - 1] in "/:@#~+":
         return False
     before = text[max(line_start, start - 40) : start]
