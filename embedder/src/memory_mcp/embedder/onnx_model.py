@@ -269,7 +269,7 @@ def prepare_encoder(
         folder = _find_or_export(source, source_sum, roots)
     except OnnxUnavailable:
         raise
-    except Exception as exc:  # the exporter's errors: an operator or module it cannot trace
+    except Exception as exc:  # anything else on the way (starting the export's process): torch stays
         raise OnnxUnavailable(f"the export failed: {type(exc).__name__}: {exc}") from exc
     encoder = open_encoder(folder / ONNX_FILE, model)
     difference = parity_difference(encoder, reference)

@@ -8,20 +8,18 @@ their checksums, or that another teacher made, is not used.
 Two processes that both want it made take turns on a file lock: the second finds the first's table
 when the lock comes free. The table is written to a staging folder beside its place and renamed into
 it, so no one ever reads half a table. The ONNX export of the model (:mod:`.onnx_model`) is kept the
-same way beside it, through the same helpers, with a lock and staging folders of its own. ``serve`` distils in a child process of its own (this
-module's ``__main__``) with a bounded number of threads and a low priority: the server answers
-meanwhile, and a stop kills the child at once instead of waiting for minutes of torch work, which no
-thread can be made to drop.
+same way beside it, through the same helpers, with a lock and staging folders of its own.
+``serve`` distils in a child process of its own (this module's ``__main__``) with a bounded number
+of threads and a low priority: the server answers meanwhile, and a stop kills the child at once
+instead of waiting for minutes of torch work, which no thread can be made to drop.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
 import fcntl
-import functools
 import json
 import logging
 import os
@@ -171,10 +169,6 @@ def write_staged(
     folder.parent.mkdir(parents=True, exist_ok=True)
     _remove_staging(folder.parent, staging_prefix)
     staging = Path(tempfile.mkdtemp(prefix=staging_prefix, dir=folder.parent))
-    # A process that exits while a daemon thread writes here (the ONNX export: a stop does not
-    # wait for it) removes the folder on its way out instead of leaving it to the next writer.
-    remove_at_exit = functools.partial(shutil.rmtree, staging, ignore_errors=True)
-    atexit.register(remove_at_exit)
     try:
         make(staging)
         files = {name: sha256_file(staging / name) for name in names}
@@ -185,7 +179,6 @@ def write_staged(
             shutil.rmtree(folder)
         staging.rename(folder)
     finally:
-        atexit.unregister(remove_at_exit)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 
