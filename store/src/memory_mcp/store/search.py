@@ -531,6 +531,7 @@ def _neighbours_sql() -> str:
     )
 
 
+@functools.lru_cache(maxsize=8)
 def statement_pattern(words: int) -> str:
     """A PostgreSQL regular expression for a sentence of at least ``words`` words that ends in a
     full stop or an exclamation mark (a statement)."""
@@ -547,8 +548,8 @@ def _scored_sql(
     ``closeness`` how closely the literal keyword matches (the whole score of a search without a
     question), ``ssim`` the static embedding's cosine similarity. A memory's own score is
     similarity + ``lexw`` x lex / total (the coverage of the query's weight) + ``staticw`` x ssim.
-    ``asks``: the memory ends in a question mark and holds no statement; ``tsv``: its full-text words, which the soft word
-    match reads. With ``timed`` (the question names a time), a memory whose time falls in it gains
+    ``asks``: the memory ends in a question mark and holds no statement; ``tsv``: its full-text
+    words, which the soft word match reads. With ``timed`` (the question names a time), a memory whose time falls in it gains
     ``timew``.
 
     With ``context``, the best candidates' neighbours (``_neighbours_sql``) are scored too and join
