@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from bench.secret_detection import (
     CREDSWEEPER_DATA,
     SECRETLINT_RULES,
     SEMGREP_SECRETS,
     TRIVY_SECRET,
     credsweeper_samples,
+    github_patterns_samples,
     rule_examples,
     secretlint_samples,
     semgrep_samples,
@@ -179,3 +182,48 @@ def test_credsweeper_reports_give_positives_and_what_its_model_drops_negatives(t
     positives, negatives = credsweeper_samples(tmp_path)
     assert positives == [("-----BEGIN\nBBB", "PEM Private Key"), ("api_key = AAA111", "Key")]
     assert negatives == ["password = hunter2"]  # identifiers are neither
+
+
+def test_github_patterns_give_test_data_and_expected_lines_of_credential_patterns(tmp_path: Path) -> None:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "app.env").write_text("# settings\nDB_PASSWORD=AAA111\nPORT=80\n")
+    start = len("# settings\nDB_PASSWORD=")
+    (configs / "patterns.yml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "Configs",
+                "patterns": [
+                    {
+                        "name": "Env passwords",
+                        "type": "env_passwords",
+                        "regex": {"pattern": "x"},
+                        "test": {"data": "PASSWORD=BBB222\n", "start_offset": 9, "end_offset": 15},
+                        "expected": [
+                            {"name": "app.env", "start_offset": start, "end_offset": start + 6},
+                            {"name": "absent.env", "start_offset": 0, "end_offset": 1},
+                        ],
+                    },
+                    {
+                        "name": "Bearer",
+                        "type": "bearer_tokens",
+                        "regex": {},
+                        "test": [{"data": "Bearer CCC333"}],
+                    },
+                    {"name": "UUIDs", "type": "uuids", "regex": {}, "test": {"data": "id 1234"}},
+                ],
+            }
+        )
+    )
+    pii = tmp_path / "pii"
+    pii.mkdir()
+    (pii / "patterns.yml").write_text(
+        yaml.safe_dump({"name": "PII", "patterns": [{"type": "iban_de", "test": {"data": "DE00 1234"}}]})
+    )
+    positives, negatives = github_patterns_samples(tmp_path)
+    assert positives == [
+        ("Bearer CCC333", "bearer_tokens"),
+        ("DB_PASSWORD=AAA111", "env_passwords"),
+        ("PASSWORD=BBB222", "env_passwords"),
+    ]
+    assert negatives == []
