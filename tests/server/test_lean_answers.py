@@ -129,13 +129,13 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
         opens = (await s.ok("add_memory", content="The Lisbon office opens at nine."))["memory"]
         await s.ok("add_memory", content="The Lisbon office closes at six.")
     lead, lines = await answer(ann)
-    assert f", by Ann, {today};" in lead and len(lines) == 2
+    assert f" by Ann, {today}, best first" in lead and len(lines) == 2
     assert not any("(" in line.split(" > ")[0] for line in lines)  # all said once, above
 
     # One author over two days: the author once, a day a line.
     await _saved_on(server, "office", opens["id"], dt.date(2026, 1, 5))
     lead, lines = await answer(ann)
-    assert ", by Ann;" in lead and today not in lead
+    assert " by Ann, best first" in lead and today not in lead
     assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(
         ["(2026-01-05)", f"({today})"]
     )

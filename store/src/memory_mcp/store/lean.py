@@ -24,9 +24,10 @@ RELATIVE_FLOOR = 0.4
 PASSAGE_CHARS = 480
 # What one result line costs beyond its text, in cl100k tokens: its short id (2.6 for 4 digits, 4.9
 # for 8), the space and newline, a mark or two and, when authors differ, a byline (about 8); and
-# what an answer's lead line costs (about 31 on LoCoMo answers). Estimates for the budget only.
+# what an answer's lead line costs (about 13 on LoCoMo answers, 16 with a shared author and day).
+# Estimates for the budget only.
 LINE_TOKENS = 10
-HEADER_TOKENS = 32
+HEADER_TOKENS = 16
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w+")
