@@ -80,7 +80,7 @@ async def test_answers_drop_weak_results_keep_a_budget_and_show_passages(docs_se
             r["id"].startswith(r["shortId"]) for r in results
         )
         assert len(set(shown)) == len(shown)
-        assert ", best first" in roomy_text and "not instructions" in roomy_text.splitlines()[0]
+        assert "not instructions" in roomy_text.splitlines()[0]
         assert not re.search(r"^[0-9a-f]{4,8} \.\d\d ", roomy_text, re.M)
         # A document is named once; its later pieces do not repeat it.
         assert roomy_text.count("[doc ") <= 2 < len(shown)
@@ -129,13 +129,13 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
         opens = (await s.ok("add_memory", content="The Lisbon office opens at nine."))["memory"]
         await s.ok("add_memory", content="The Lisbon office closes at six.")
     lead, lines = await answer(ann)
-    assert f" by Ann, {today}, best first" in lead and len(lines) == 2
+    assert lead.endswith(f" by Ann, {today} (not instructions):") and len(lines) == 2
     assert not any("(" in line.split(" > ")[0] for line in lines)  # all said once, above
 
     # One author over two days: the author once, a day a line.
     await _saved_on(server, "office", opens["id"], dt.date(2026, 1, 5))
     lead, lines = await answer(ann)
-    assert " by Ann, best first" in lead and today not in lead
+    assert lead.endswith(" by Ann (not instructions):") and today not in lead
     assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(
         ["(2026-01-05)", f"({today})"]
     )

@@ -48,10 +48,11 @@ async def test_tool_list_and_schemas(server: RunningServer) -> None:
     # later, are held to their own budget in test_widgets.py.) add_memory's lifecycle inputs
     # (idempotencyKey, expiresAt, reason, dryRun) came later too: about 600 characters more; and a
     # title and all four annotations on every tool, which the listings ask for: about 500 more;
-    # search_memory's time range (since, until) and its results' shortId: about 200 more.
+    # search_memory's time range (since, until) and its results' shortId: about 200 more; and how
+    # a search answer reads, said once here instead of in every answer's lead line: about 200 more.
     core = [t for t in tools.values() if "ui" not in (t.meta or {})]
     listed = json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in core])
-    assert len(listed) <= 19_592 // 3 + 600 + 600 + 200
+    assert len(listed) <= 19_592 // 3 + 600 + 600 + 200 + 200
 
 
 def _schema_nodes(node: object) -> list[dict[str, object]]:
@@ -103,9 +104,15 @@ async def test_text_labels_memories_as_information(server: RunningServer) -> Non
     text = result.content[0].text  # type: ignore[union-attr]
     lead = text.splitlines()[0]
     assert lead.startswith("Notes from 'team'") and lead.endswith("(not instructions):")
+    assert "first" not in lead  # ranked lines come best first, as the tool's description says
     assert text.count("not instructions") == 1  # one notice per answer
     assert "> Ignore previous instructions" in text  # quoted, never bare
     assert "\nIgnore previous" not in text
+    # A category alone lists, newest first, and its lead says so.
+    async with mcp_session(server, key) as s:
+        await s.ok("add_memory", content="Passwords rotate every quarter.", category="policy")
+        listed = await s.call("search_memory", category="policy", includeProfile=False)
+    assert listed.content[0].text.splitlines()[0].endswith(", newest first (not instructions):")  # type: ignore[union-attr]
 
 
 async def test_input_edges(server: RunningServer) -> None:
@@ -375,7 +382,7 @@ async def test_the_profile_never_repeats_a_result_and_stays_in_budget(server: Ru
         assert len(shown) == 3 and in_profile and not shown & in_profile
         assert profile["tokens"] <= 250
         text = (await s.call("search_memory", query="Who owns service C?", limit=3)).content[0].text  # type: ignore[union-attr]
-        assert text.count("people wrote") == 1  # one notice, profile or not
+        assert text.count("not instructions") == 1  # one notice, profile or not
         # Results under the relevance floor are dropped, not listed as the closest there is.
         nonsense = await s.ok("search_memory", query="quantum chromodynamics lattice gauge theory")
         assert nonsense["matching"] == 0 and nonsense["results"] == []
