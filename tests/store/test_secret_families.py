@@ -493,6 +493,162 @@ FAMILIES: list[tuple[str, str, str]] = [
         f"router admin hash: $9${_random(14, _CRYPT[2:], seed=105)}${_random(43, _CRYPT[2:], seed=106)}",
         "router admin hash: $9$ and then the scrypt hash, never the password",
     ),
+    # Round 5: a plain word in a password's place, SQL, JWKs, option constants, token flags, the
+    # defaults of environment lookups, escaped text, and formats from the spent blind corpora.
+    (
+        "a plain word after a password's name at the start of a YAML line",
+        "settings.yml:\n  password: letmein",
+        "settings.yml:\n  password: required",
+    ),
+    (
+        "a plain word in a properties file",
+        "spring.datasource.password=tiger",
+        "spring.datasource.password=${DB_PASSWORD}",
+    ),
+    (
+        "a plain word in a password's XML element",
+        "<password>letmein</password>",
+        "<password>${env.MAVEN_PASSWORD}</password>",
+    ),
+    ("a password's name spelt short", "X3_PSWD=Kq82nVt1x", "PSWD_MIN_LENGTH=12"),
+    ("PASS glued to a name in capitals", "MYSQLPASS: Zq7vN2kLp9", "bypass: true"),
+    ("a plural password name", "passwords:Ql9vT2#@", "passwords: rotate every 90 days"),
+    (
+        "a typed parameter's default",
+        'def connect(passwd: str = "Rk4vQ9zLm2"):',
+        "def connect(passwd: str = None):",
+    ),
+    (
+        "SQL IDENTIFIED BY",
+        "ALTER USER 'root'@'localhost' IDENTIFIED WITH mysql_native_password BY 'Ql9vT2xk';",
+        "CREATE USER app IDENTIFIED BY :password;",
+    ),
+    (
+        "a JWK's private member",
+        json.dumps({"kty": "oct", "k": _random(22, seed=204)}),
+        json.dumps({"kty": "RSA", "e": "AQAB", "n": _random(43, seed=205)}),
+    ),
+    (
+        "an option constant and a literal",
+        'curl_easy_setopt(curl, CURLOPT_USERPWD, "deploy:Rk4vQ9zLm2");',
+        "curl_easy_setopt(curl, CURLOPT_USERPWD, userpwd);",
+    ),
+    ("a token flag", f"gh-runner --token {_random(15, seed=206)}", "gh-runner --token-file /etc/ci/token"),
+    (
+        "the default of an environment lookup",
+        'SECRET := getenv("ACME_X", "Rk4vQ9zLm2")',
+        'SECRET := getenv("ACME_X", "")',
+    ),
+    (
+        "a literal after an environment lookup",
+        'PASSWORD = os.environ.get("PASSWORD") or "Rk4vQ9zLm2"',
+        'PASSWORD = os.environ.get("PASSWORD") or None',
+    ),
+    (
+        "ConvertTo-SecureString without -AsPlainText",
+        'ConvertTo-SecureString "Rk4vQ9zLm2!"',
+        "ConvertTo-SecureString $encrypted",
+    ),
+    (
+        "a URL whose user is an e-mail address",
+        "smtps://alerts@example.com:Rk4vQ9zLm2@smtp.example.com:465",
+        "smtps://smtp.example.com:465 as alerts@example.com",
+    ),
+    (
+        "a password in HTML entities",
+        'placeholder="Your password: &quot;Rk4v$Q9zLm2&quot;"',
+        'label="&quot;Password&quot; is required"',
+    ),
+    (
+        "a C macro inside an escaped string",
+        '"config": "#define\\tDB_PASSWORD\\t\\"Rk4vQ9zLm2\\""',
+        '"config": "#define\\tDB_PASSWORD_LEN\\t12"',
+    ),
+    (
+        "a token in a percent-encoded query",
+        f"https://example.com/cb?next=%2Fhome%26token%3D{_random(22, seed=207)}",
+        "https://example.com/cb?next=%2Fhome%26page%3D2",
+    ),
+    (
+        "an Authorization value without a scheme",
+        f'"authorization": "{_random(38, seed=208)}"',
+        '"authorization": "required"',
+    ),
+    (
+        "an NTLM Authorization header",
+        f"Authorization: NTLM {_random(40, _B64, seed=209)}",
+        "Authorization: NTLM (negotiated by the proxy)",
+    ),
+    (
+        "an Azure identifiable key",
+        f"{_random(52, seed=210)}JQQJ99{_random(22, seed=211)}",
+        "Azure's new keys carry the signature JQQJ99 in the middle.",
+    ),
+    (
+        "a Square access token",
+        f'"SQT": "EAAA{_random(60, _B62 + "_-", seed=212)}"',
+        "Square access tokens start with EAAA.",
+    ),
+    (
+        "a SonarQube token",
+        f"sonar.login=squ_{_random(40, _HEX, seed=213)}",
+        "SonarQube user tokens start with squ_.",
+    ),
+    (
+        "a Postman collection token",
+        f"PMAT-{_random(26, _UPPER36, seed=214)}",
+        "PMAT-XXXXXXXXXXXXXXXXXXXXXXXXXX",
+    ),
+    (
+        "a Docker Swarm join token",
+        f"JOIN=SWMTKN-1-{_random(50, _LOWER36, seed=215)}-{_random(25, _LOWER36, seed=216)}",
+        "JOIN=SWMTKN-1-<manager's join token>",
+    ),
+    (
+        "a NATS nkey seed",
+        f"SUA{_random(55, string.ascii_uppercase + '234567', seed=217)}",
+        "NATS user seeds start with SU and user keys with U.",
+    ),
+    (
+        "an OpenAI key in its exact format, written by hand",
+        "sk-proj-abcdefghijklmnopqrstT3BlbkFJabcdefghijklmnopqrst",
+        "sk-tooshortT3BlbkFJtooshort",
+    ),
+    (
+        "a private key's body without its header",
+        "\n"
+        + "\n".join(_random(64, _B64, seed=s) for s in (201, 202))
+        + "\n"
+        + _random(40, _B64, seed=203)
+        + "=",
+        "\nThe key's body is three lines of base64; the header was cut.",
+    ),
+    (
+        "a Salesforce access token",
+        f"00D{_random(15, seed=218)}!{_random(96, _B62 + '._', seed=219)}",
+        "Org id 00D5g000004XyZaEAK is ours.",
+    ),
+    (
+        "an X app-only bearer token",
+        f"X_BEARER=AAAAAAAAAAAAAAAAAAAAA{_random(90, seed=220)}",
+        "X_BEARER=AAAAAAAAAAAAAAAAAAAAA",
+    ),
+    (
+        "a Facebook app access token",
+        f"{_random(15, string.digits, seed=221)}|{_random(27, seed=222)}",
+        "app 152719462435827 | page 1234",
+    ),
+    (
+        "a Mailgun key of the 2023 format",
+        f"{_random(32, _HEX, seed=223)}-{_random(8, _HEX, seed=224)}-{_random(8, _HEX, seed=225)}",
+        f"{_random(32, _HEX, seed=223)}-v2",
+    ),
+    (
+        "a Kubernetes Secret's Docker config",
+        f".dockerconfigjson: {base64.b64encode(json.dumps({'auths': {'r.io': {}}}).encode()).decode()[:20]}",
+        ".dockerconfigjson: <base64 of config.json>",
+    ),
+    ("a dotted password in quotes", 'SET password "n8k.bat47Fy4"', "SET password settings.db.password"),
 ]
 
 

@@ -766,3 +766,13 @@ def test_a_token_prefix_alone_is_where_a_key_goes_not_a_key() -> None:
     body = _random(24, string.ascii_letters + string.digits, seed=41)
     assert find_secret(f'contentful_access_token: "CFPAT-{body}"') is not None
     assert find_secret(f"STRIPE_SECRET_KEY=sk_live_{body}") is not None
+
+
+def test_nul_characters_and_terminal_colours_are_removed_before_matching() -> None:
+    """The store refuses control characters before this check; imports and other callers read
+    UTF-16 text as bytes (``p\\0a\\0...``) and terminal logs with colour codes glued to a token."""
+    token = f"ghp_{_random(36, seed=226)}"
+    assert find_secret(f"\x1b[94m{token}\x1b[0m") is not None
+    assert find_secret("\x1b[94mghp_ tokens are GitHub's\x1b[0m") is None
+    assert find_secret("\x00".join('"password": "Rk4vQ9zLm2"')) is not None
+    assert find_secret("\x00".join('"password": "required"')) is None

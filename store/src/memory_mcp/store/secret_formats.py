@@ -68,7 +68,7 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
         TokenFormat("service_token", "DigitalOcean", prefix, r"[a-f0-9]{64}")
         for prefix in ("dop_v1_", "doo_v1_", "dor_v1_")
     ),
-    TokenFormat("service_token", "Alibaba Cloud access key id", "LTAI", r"[A-Za-z0-9]{20}"),
+    TokenFormat("service_token", "Alibaba Cloud access key id", "LTAI", r"[A-Za-z0-9]{12,20}"),
     TokenFormat("service_token", "Amazon Bedrock API key", "ABSK", r"[A-Za-z0-9+/]{109,269}={0,2}"),
     TokenFormat("service_token", "Cloudflare origin CA key", "v1.0-", r"[a-f0-9]{24}-[a-f0-9]{146}"),
     *(
@@ -88,7 +88,7 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
         "service_token",
         "Amazon MWS auth token",
         "amzn.mws.",
-        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        r"[0-9a-z]{8}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{12}",
     ),
     # HashiCorp Vault (1.10+, "Tokens" in Vault's docs): ``hvs.`` service, ``hvb.`` batch and ``hvr.``
     # recovery tokens. With server-side consistent tokens a service token carries its index and runs
@@ -163,6 +163,28 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     TokenFormat("service_token", "Alchemy", "alcht_", r"[A-Za-z0-9]{30}"),
     TokenFormat("service_token", "Bitbucket Data Center", "BBDC-", r"[A-Za-z0-9+/]{44}"),
     TokenFormat("service_token", "Postman", "PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}"),
+    TokenFormat("service_token", "Postman collection access token", "PMAT-", r"[0-9A-Z]{26}"),
+    TokenFormat("service_token", "Bitbucket app password", "ATBB", r"[A-Za-z0-9_=.-]{32}"),
+    *(
+        TokenFormat("service_token", "SonarQube", prefix, r"[a-f0-9]{40}")
+        for prefix in ("squ_", "sqp_", "sqa_")
+    ),
+    TokenFormat("service_token", "Docker Swarm join token", "SWMTKN-1-", r"[a-z0-9]{50}-[a-z0-9]{25}"),
+    TokenFormat("service_token", "Akamai client token", "akab-", r"[a-z0-9]{16}-[a-z0-9]{16}"),
+    TokenFormat("service_token", "NuGet", "oy2", r"[a-z0-9]{43}"),
+    TokenFormat(
+        "service_token", "Heroku", "HRKU-", r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    ),
+    # NATS nkey seeds: ``S``, the key's type (operator, account, user, server, cluster, curve), then
+    # base32 (``SUAM...``): the private half of an nkey.
+    *(TokenFormat("service_token", "NATS nkey seed", f"S{t}A", r"[A-Z2-7]{55}") for t in "OAUNCX"),
+    # An NTLM authenticate message (type 3, ``NTLMSSP\0\3``) carries the challenge's response: an
+    # NTLMv2 response is cracked offline to the password.
+    TokenFormat(
+        "service_token", "NTLM authenticate message", "TlRMTVNTUAADAAAA", r"[A-Za-z0-9+/]{40,}={0,2}"
+    ),
+    # OpenAI Realtime ephemeral client secrets.
+    TokenFormat("service_token", "OpenAI Realtime client secret", "ek_", r"[a-f0-9]{32}"),
     TokenFormat("service_token", "Atlassian", "ATATT3", r"[A-Za-z0-9_=-]{150,}"),
     TokenFormat("service_token", "Notion", "ntn_", r"\d{11}[A-Za-z0-9]{35}"),
     TokenFormat("service_token", "Airtable personal access token", "pat", r"[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
@@ -205,6 +227,8 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
         for prefix in ("FLWSECK-", "FLWSECK_TEST-")
     ),
     TokenFormat("service_token", "Square access token", "sq0atp-", _B64URL + "{22,60}"),
+    # Square's access tokens since 2019: ``EAAA`` and 60 characters of base64url.
+    TokenFormat("service_token", "Square access token", "EAAA", _B64URL + "{60}"),
     TokenFormat("service_token", "Square OAuth secret", "sq0csp-", _B64URL + "{40,50}"),
     *(
         TokenFormat("service_token", "Facebook / Meta access token", prefix, r"[A-Za-z0-9]{100,}")

@@ -177,12 +177,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import itertools
 import json
 import math
 import re
 import string
 import unicodedata
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -381,6 +383,9 @@ def _fold_mixed_words(text: str) -> str:
     return "".join(parts)
 
 
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def _normalise(text: str) -> str:
     """`text` as the rules read it: invisible characters and combining marks removed, NFKC, and
     Cyrillic/Greek look-alikes inside Latin words folded to ASCII.
@@ -388,7 +393,14 @@ def _normalise(text: str) -> str:
     NFKC folds fullwidth (``ｇｈｐ＿``), mathematical (``𝐀𝐊𝐈𝐀``) and other compatibility forms.
     Measured on 2,000-character texts: nothing to do for ASCII (most memories), about 25 µs for
     German or Russian prose.
+
+    NUL characters (UTF-16 text read as bytes: ``p\0a\0s\0s\0``) and a terminal's colour codes
+    (``\x1b[94m``, which glue themselves to the token they colour) are removed first.
     """
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if "\x1b" in text:
+        text = _ANSI_ESCAPE.sub("", text)
     if text.isascii():
         return text
     if _INVISIBLE_OR_BEYOND_BMP.search(text):
@@ -404,6 +416,52 @@ def _variants(text: str) -> Iterator[str]:
     yield _normalise(text)
     if not text.isascii() and _BLANK.search(text) and (joined := _INNER_BLANK.sub("", text)) != text:
         yield _normalise(joined)
+    # Text written as a string literal, HTML or a URL's query (``\\"pw\\"``, ``&quot;pw&quot;``,
+    # ``%26token%3D...``): the stretches around the escapes are read again as they were before.
+    if ("\\" in text or "&" in text or "%" in text) and (stretches := _escaped_stretches(text)):
+        yield _normalise(stretches)
+
+
+_ESCAPES = {'\\"': '"', "\\'": "'", "\\t": "\t"}
+_ESCAPE = re.compile(r"\\[\"'t]")
+# Only the characters that delimit a credential in a query or a literal (``=``, ``&``, ``"``, ``'``).
+_PERCENT = re.compile(r"%(?:3[Dd]|2[267])")
+_HTML_ENTITY = re.compile(r"&(?:quot|apos|lt|gt|amp|#x?[0-9A-Fa-f]{2,4});")
+_ESCAPED = re.compile(rf"{_ESCAPE.pattern}|{_HTML_ENTITY.pattern}|{_PERCENT.pattern}")
+# How far around an escape its stretch reaches (then on to the end of a word): a credential's name
+# and its value sit within it.
+ESCAPED_CONTEXT = 120
+
+
+def _escaped_stretches(text: str) -> str:
+    """The stretches of `text` around its escapes, unescaped, one a line; a stretch that does not
+    start a line of `text` starts with ``~ `` (it is not the start of a config line)."""
+    spans: list[tuple[int, int]] = []
+    for escape in _ESCAPED.finditer(text):
+        start = max(0, escape.start() - ESCAPED_CONTEXT)
+        end = min(len(text), escape.end() + ESCAPED_CONTEXT)
+        while start > 0 and not text[start - 1].isspace() and escape.start() - start < 2 * ESCAPED_CONTEXT:
+            start -= 1
+        while end < len(text) and not text[end].isspace() and end - escape.end() < 2 * ESCAPED_CONTEXT:
+            end += 1
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return "\n".join(
+        ("" if start == 0 or text[start - 1] == "\n" else "~ ") + _unescape(text[start:end])
+        for start, end in spans
+    )
+
+
+def _unescape(text: str) -> str:
+    if '\\"' in text or "\\t" in text or "\\'" in text:
+        text = _ESCAPE.sub(lambda m: _ESCAPES[m.group()], text)
+    if "&" in text and _HTML_ENTITY.search(text):
+        text = html.unescape(html.unescape(text))
+    if "%" in text and _PERCENT.search(text):
+        text = urllib.parse.unquote(text)
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -498,7 +556,18 @@ _PATH_LIKE = re.compile(
     r"(?:[/~]|\.{1,2}/|[A-Za-z]:\\|file:)|.*\.(?:pem|key|json|ya?ml|txt|env|crt|cer|p12|pfx|jks|ppk|pub)$",
     re.IGNORECASE,
 )
-_REFERENCE_MARKERS = ("://", "os.environ", "getenv", "env(", "env[", "secrets.", "vault:", "secretkeyref")
+# ``ENC[AES256_GCM,...]`` is a value that SOPS encrypted.
+_REFERENCE_MARKERS = (
+    "://",
+    "os.environ",
+    "getenv",
+    "env(",
+    "env[",
+    "secrets.",
+    "vault:",
+    "secretkeyref",
+    "enc[",
+)
 _HYPHEN_WORDS = re.compile(r"[A-Za-z0-9.]+(?:-[A-Za-z]{3,})+")
 _CAMEL_TOKENS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _ALNUM_RUNS = re.compile(r"[A-Za-z0-9]+")
@@ -507,8 +576,10 @@ _TOKEN_SEPARATORS = re.compile(r"[-_.~+/=]")
 # A reference to a value kept elsewhere, by how it starts: ``$NAME``, ``${NAME}``, ``$(command)``,
 # ``%NAME%``, ``@Microsoft.KeyVault(...)``, YAML anchors; and calls (``os.getenv("X")``). A password
 # that merely starts with ``$`` or holds a ``(`` is not one.
-_REFERENCE_START = re.compile(r"\$\{|\$\(|\$[A-Za-z_]\w*$|%[A-Za-z_]\w*%$|%\(|@[A-Za-z]|[&*][A-Za-z_]\w*$")
-_CALL = re.compile(r"[A-Za-z_][\w.:]*\(")
+_REFERENCE_START = re.compile(
+    r"\$\{|\$\(|\$[A-Za-z_]\w*$|\$env:\w+$|%[A-Za-z_]\w*%$|%\(|@[A-Za-z]|[&*][A-Za-z_]\w*$"
+)
+_CALL = re.compile(r"[A-Za-z_][\w.:]*[(\[]")
 # A replacement field of an f-string, ``str.format`` or C# interpolation as the whole value
 # (``{db_password}``, ``{_github_pat(name)}``): the value is computed where the text is run.
 _FORMAT_FIELD = re.compile(r"\{[A-Za-z_][\w.]*(?:\([\w\s.,'\"]*\))?(?:![rsa])?(?::[^{}\s]*)?\}")
@@ -588,8 +659,12 @@ def _is_reference(value: str) -> bool:
         return True
     if value.startswith("{") and _FORMAT_FIELD.fullmatch(value):
         return True
-    if _ENV_NAME.fullmatch(value) or _SNAKE_WORDS.fullmatch(value) or _DOTTED_NAME.fullmatch(value):
+    if _ENV_NAME.fullmatch(value) or _SNAKE_WORDS.fullmatch(value):
         return True
+    # A dotted name is an attribute (``settings.db_password``), unless a part of it mixes cases and
+    # digits as a password does (``n83.bat47Fy4``).
+    if _DOTTED_NAME.fullmatch(value):
+        return not any(all(_classes(part)[:3]) for part in value.split("."))
     if _PATH_LIKE.match(value):
         return True
     lowered = value.lower()
@@ -795,6 +870,9 @@ def _unquote(raw: str) -> tuple[str, bool]:
         raw = raw[1:]
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'`":
         return raw[1:-1].strip(), True
+    # An unquoted value inside an element ends where its closing tag starts (``pw:X</Value>``).
+    if "</" in raw:
+        raw = raw[: raw.index("</")]
     return raw.rstrip(_TRAILING_PUNCT), False
 
 
@@ -962,7 +1040,109 @@ def _assignment(after_colon: Callable[[str], bool], *, passphrase: bool = False)
     return check
 
 
-_password_assignment = _assignment(_password_like, passphrase=True)
+_strong_password_assignment = _assignment(_password_like, passphrase=True)
+
+# A plain word assigned to a password's name is the password (``password: letmein``,
+# ``DB_PASSWORD=tiger``, ``<password>mavenpass</password>``) unless it stands for one: a status, a
+# type or a code name in a value's place, a password word in some language, credential words alone.
+MIN_PLAIN_PASSWORD = 4
+_NOT_A_PASSWORD = frozenset(
+    {
+        "yes", "on", "off", "ok", "okay", "enabled", "disabled", "enable", "disable", "blank", "set",
+        "plain", "plaintext", "cleartext", "text", "bytes", "int", "integer", "number", "bool", "boolean",
+        "char", "varchar", "object", "any", "secretstr", "field", "input", "prompt", "ask", "stdin",
+        "env", "environ", "environment", "file", "vault", "keychain", "keyring", "random", "auto",
+        "manual", "inherit", "same", "different", "invalid", "valid", "incorrect", "wrong", "weak",
+        "strong", "reset", "change", "update", "save", "submit", "login", "logout", "signin", "signup",
+        "register", "cancel", "show", "hide", "toggle", "visible", "invisible", "self", "cls", "this",
+        "args", "kwargs", "data", "result", "val", "values", "entry", "line", "param", "params",
+        "options", "opts", "config", "conf", "settings", "creds", "credential", "credentials", "auth",
+        "users", "payload", "body", "form", "request", "response", "row", "record", "item", "obj", "arg",
+        "raw", "salt", "hash", "digest", "crypt", "bcrypt", "argon", "secure", "insecure", "unique",
+        "length", "minlength", "maxlength", "pattern", "regex", "type", "label", "hint", "confirm",
+        "confirmation", "repeat", "verify", "current", "previous", "old", "new", "temporary", "temp",
+        "tmp", "forgot", "lost", "demo", "changeit", "here", "there", "below", "above", "later", "soon",
+        "pending", "todo", "fixme", "ignore", "ignored", "skip", "never", "always", "sometimes", "once",
+        "mine", "yours", "ours", "theirs", "same_as_above", "see", "ditto", "dummy", "fake", "sample",
+        "example", "mask", "secret", "password", "token", "none", "null", "nil", "void", "undef", "word",
+    }
+)  # fmt: skip
+# A participle or adjective stands for a state: ``expired``, ``missing``, ``configurable``.
+_STATUS_WORD = re.compile(r"[a-z]{2,}(?:ed|ing|able|ible|ly)")
+_FILLERS = r"(?:my|your|our|the|a|an|new|old|some|super|top|very|default|strong|secure|own|real|actual)"
+_CREDENTIAL_PARTS = r"(?:passwor[dt]|passwd|pwd|pass|secret|token|key|passphrase|pw)"
+_ONLY_CREDENTIAL_WORDS = re.compile(
+    rf"(?:{_FILLERS}[-_. ]?)*{_CREDENTIAL_PARTS}(?:[-_. ]?(?:{_CREDENTIAL_PARTS}|here|goes|value|s))*"
+)
+_CREDENTIAL_PART = re.compile(_CREDENTIAL_PARTS)
+# What may follow an unquoted value on its line: nothing, a comment, or the next field's separator.
+_VALUE_ENDS_LINE = re.compile(r"[ \t]*(?:[#;&,}\])]|//|\r?$)", re.MULTILINE)
+# What may stand before a YAML-style ``name: value`` on its line: indentation, a list's dash, a quote
+# or an inline mapping's brace; prose puts words there.
+_CONFIG_LINE_START = re.compile(r"[ \t]*(?:[-*][ \t]+)?[\"']?|.*\{[ \t]*[\"']?|.*,[ \t]*[\"']?(?=$)")
+
+
+def _plain_password(value: str) -> bool:
+    """A single token in a password's place that does not stand for one (see `_NOT_A_PASSWORD`)."""
+    if not MIN_PLAIN_PASSWORD <= len(value) <= 100 or any(c.isspace() for c in value):
+        return False
+    if value[0] in ":?@&*%$<{[(\\.,;=+-" or sum(c.isalnum() for c in value) < MIN_PLAIN_PASSWORD:
+        return False
+    if _is_placeholder(value, _TYPED_MARKERS) or _is_reference(value):
+        return False
+    lowered = value.lower()
+    if (
+        lowered in _NOT_A_PASSWORD
+        or _STATUS_WORD.fullmatch(lowered)
+        or _ONLY_CREDENTIAL_WORDS.fullmatch(lowered)
+    ):
+        return False
+    if _PASSWORD_WORD_ALONE.fullmatch(lowered) or _TECH_TERM.fullmatch(value) or _VERSION.fullmatch(value):
+        return False
+    return not _PREFIX_STUB.fullmatch(value)
+
+
+def _plain_password_assigned(match: re.Match[str]) -> bool:
+    """A plain word assigned to a password's name: quoted, or unquoted and ending its line or field
+    (``password=tiger;``, ``password: kittens`` at the start of a line: a config, not a sentence)."""
+    raw, separator = match.group("v"), match.group("sep")
+    if separator in _COMPARISONS:
+        return False
+    value, quoted = _unquote(raw)
+    if not quoted:
+        text, end = match.string, match.end()
+        if (
+            raw.endswith(".")
+            or (end < len(text) and text[end] in "([.")
+            or _CREDENTIAL_PART.search(value.lower())
+        ):
+            return False
+        if _VALUE_ENDS_LINE.match(text, end) is None:
+            return False
+        if separator == ":":
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            name_start = _name_start(text, match.start(), "_-.")
+            if _CONFIG_LINE_START.fullmatch(text, line_start, name_start) is None:
+                return False
+    return _plain_password(value)
+
+
+def _password_assignment(match: re.Match[str]) -> bool:
+    # ``MYSQLPASS``, ``SMTPPASS``: ``pass`` glued to a name counts in a name in capitals only
+    # (``bypass``, ``compass`` are words).
+    start, text = match.start(), match.string
+    if (
+        start
+        and text[start - 1].isalpha()
+        and text[start : start + 4].lower() == "pass"
+        and not text[start + 4 : start + 5].isalpha()
+    ):
+        name = text[_name_start(text, start) : start + 4]
+        if not name.isupper():
+            return False
+    return _strong_password_assignment(match) or _plain_password_assigned(match)
+
+
 _token_assignment = _assignment(_credential_like)
 
 
@@ -1092,17 +1272,19 @@ _B64 = r"[A-Za-z0-9+/]"
 # Danish and Norwegian, Finnish, Turkish, Czech and Russian. Italian says "password"; "parola" alone
 # means "word" and "clave" is also "key": both count only as names (``clave: ...``), never in prose.
 _PASSWORD_WORDS = (
-    r"passwor[dt]|passwd|pwd|passphrase|passcode|kennwort|mot[ _-]de[ _-]passe|mdp|contrase[ñn]a|senha|"
+    r"passwort|p(?:a?s{1,2})w(?:o?r)?d|pwd|passphrase|passcode|kennwort|mot[ _-]de[ _-]passe|mdp|contrase[ñn]a|senha|"
     r"palavra[ _-]passe|wachtwoord|parola[ _-]d['’]ordine|has[łl]o|l[öo]senord(?:et)?|adgangskode(?:n)?|"
     r"passord(?:et)?|salasana|[şs]ifre(?:si)?|heslo|пароль|κωδικ[όο]ς(?: πρόσβασης)?|συνθηματικό|"
     r"jelsz[óo]|jelszava|kata[ _-]sandi(?:nya)?|m[ậa]t[ _-]kh[ẩa]u"
 )
-_PASSWORD_NAMES = _PASSWORD_WORDS + r"|clave|parol[aă]|sshpass|(?<![a-z])(?:pass|pw)"
+_PASSWORD_NAMES = _PASSWORD_WORDS + r"|clave|parol[aă]|sshpass|pass|(?<![a-z])pw"
+# A value that is itself a password word (an interface's label: ``password: Passwort``).
+_PASSWORD_WORD_ALONE = re.compile(rf"(?:{_PASSWORD_WORDS}|clave|parol[aă])s?")
 # Where each of the words above starts (see `_Rule.anchors`).
 _PASSWORD_ANCHORS = (
     "pass", "kennwort", "mot", "mdp", "contrase", "senha", "palavra", "wachtwoord", "parola", "hasło",
     "haslo", "lösenord", "losenord", "adgangskode", "salasana", "şifre", "sifre", "heslo", "пароль", "pw",
-    "clave", "κωδικ", "συνθηματικό", "jelsz", "kata", "mật", "parol", "sshpass",
+    "clave", "κωδικ", "συνθηματικό", "jelsz", "kata", "mật", "parol", "sshpass", "psw", "pssw", "pasw",
 )  # fmt: skip
 # "the password for the router is X" in the languages above; "now" may follow the verb.
 _PROSE_VERB = (
@@ -1178,6 +1360,13 @@ _ASSIGNED_VALUE = (
 # and so may the brackets of a C array (``char password[] = "..."``).
 _NAME_END_AND_SEPARATOR = (
     r"""(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:\[[0-9]*\])?["']?[ \t]*(?P<sep>[!=]==?|:=|=>|=|:)[ \t]*"""
+)
+
+# A password's name may be plural (``passwords:``) and may carry a type before ``=`` (``passwd: str =
+# "..."`` in Python, ``val password: String = "..."`` in Scala and Kotlin).
+_PASSWORD_NAME_END = (
+    r"""s?(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:\[[0-9]*\])?["']?[ \t]*"""
+    r"""(?::[ \t]*[a-z_][\w.]*(?:\[[\w., ]*\])?[ \t]*(?==))?(?P<sep>[!=]==?|:=|=>|=|:)[ \t]*"""
 )
 
 
@@ -1816,6 +2005,10 @@ def _xml_element(match: re.Match[str]) -> bool:
     value = match.group("v").strip()
     if _assigned_value_is_secret(value):
         return True
+    # A plain word in a password's element is the password (``<password>mavenpass</password>``).
+    name = match.group("n").lower()
+    if ("pass" in name or "pwd" in name) and _plain_password(value):
+        return True
     # Jenkins keeps a secret as ``{<base64>}``; a space inside is a wrapped value, not a sentence,
     # when one of its words is random.
     if value.startswith("{") and value.endswith("}"):
@@ -1978,6 +2171,130 @@ def _pgpass_line(match: re.Match[str]) -> bool:
     return host is not None and _password_like(match.group("v"))
 
 
+# ---------------------------------------------------------------------------------------------
+# Round 5: SQL, JWKs, option constants, token flags, defaults of environment lookups, formats
+# ---------------------------------------------------------------------------------------------
+
+_OPENAI_MARKER = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9]{16}T3BlbkFJ[A-Za-z0-9]{16}[A-Za-z0-9_-]*")
+# SQL that sets a password: ``CREATE USER x IDENTIFIED BY 'pw'`` (Oracle, MySQL; ``IDENTIFIED WITH
+# plugin BY``, ``IDENTIFIED ... AS '<hash>'``), ``CREATE ROLE x WITH PASSWORD 'pw'`` (PostgreSQL),
+# ``SET PASSWORD FOR x = 'pw'``. Bind variables (``:pw``, ``?``, ``%s``) and references pass.
+_SQL_PASSWORD = (
+    r"""(?:(?:create|alter)[ \t]+(?:user|role|login)[ \t][^\n;]{0,100}?"""
+    r"""(?:\bidentified[ \t]+(?:with[ \t]+['"`]?[a-z0-9_]+['"`]?[ \t]+)?(?:by|as)(?:[ \t]+password)?[ \t]"""
+    r"""|\bpassword(?:[ \t]*=)?[ \t])|\bset[ \t]+password\b[^\n;=]{0,80}=(?:[ \t]*password[ \t]*\()?)"""
+    r"""[ \t]*\\?(?P<v>'[^'\n]{1,200}'|"[^"\n]{1,200}"|[^\s'";\\)]{1,200})"""
+)
+
+
+def _sql_password(match: re.Match[str]) -> bool:
+    value, _ = _unquote(match.group("v"))
+    if value[:1] in ":?@%&$" or value.lower() in ("null", "password", "externally", "globally", "values"):
+        return False
+    return _typed_password(value) and not _METAVARIABLE.fullmatch(value)
+
+
+# A JSON Web Key with its private part: ``d`` (RSA, EC, OKP), the RSA primes and CRT values, or
+# ``k`` (a symmetric key). A public JWK has ``n``, ``e``, ``x``, ``y`` only.
+_JWK_PRIVATE = re.compile(r'"(?:d|p|q|dp|dq|qi|k)"[ \t]*:[ \t]*"(?P<v>[A-Za-z0-9_-]{16,})"')
+# An option constant named after a credential, then a string literal (``curl_easy_setopt(curl,
+# CURLOPT_USERPWD, "user:pw")``, ``CURLOPT_XOAUTH2_BEARER``, ``cfg.set(DB_PASSWORD, "...")``): the
+# name in capitals, as constants are written.
+_CONSTANT_PAIR = re.compile(
+    r"(?P<n>PASSWORD|PASSWD|PWD|SECRET|TOKEN|BEARER|API_?KEY)(?:_[0-9])?[ \t]*,[ \t]*"
+    r"""(?P<v>"[^"\n]{1,2000}"|'[^'\n]{1,2000}')"""
+)
+
+
+def _constant_pair(match: re.Match[str]) -> bool:
+    text, start = match.string, match.start()
+    name = text[_name_start(text, start, "_") : match.end("n")]
+    if not name.isupper() or (start > 0 and text[start - 1] in "\"'."):
+        return False
+    value = _unquote(match.group("v"))[0]
+    if not _assigned_value_is_secret(value):
+        return False
+    return "P" in match.group("n") or _token_shaped(value) or _key_shaped(value)
+
+
+# Long flags that take a token, a secret or an API key (``--token X``, ``--oauth2-bearer X``,
+# ``--api-key=X``): a word is not one (``--token-file``, ``--secret-name`` end in another word).
+_CLI_TOKEN_FLAG = re.compile(
+    r"--(?:[a-z0-9]+-)*(?:token|secret|api-?key|access-key|secret-key|bearer|oauth2-bearer)(?:=|[ \t]+)"
+    r"""(?P<v>'[^'\n]{1,500}'|"[^"\n]{1,500}"|[^\s'"]{1,500})"""
+)
+
+
+def _cli_token_flag(match: re.Match[str]) -> bool:
+    value = _unquote(match.group("v"))[0]
+    return not value.startswith("-") and (_credential_like(value) or _opaque_token(value))
+
+
+# The default of an environment lookup is the credential when the variable, or the name it is
+# assigned to, is one: ``os.getenv("DB_PASSWORD", "...")``, ``os.environ.get("TOKEN") or "..."``,
+# ``SECRET := getenv("X", "...")``.
+_ENV_DEFAULT = re.compile(
+    r"""(?:getenv|environ\.get|env\.get|env)\([ \t]*(?P<q>["'])(?P<name>[\w.-]{1,100})(?P=q)[ \t]*"""
+    r"""(?:,[ \t]*(?:default[ \t]*=[ \t]*)?|\)[ \t]*(?:or|\|\||\?\?)[ \t]*)(?P<v>"[^"\n]{1,500}"|'[^'\n]{1,500}')"""
+)
+_CREDENTIAL_NAME = re.compile(
+    r"(?i:passwor[dt]|passwd|pwd|pass(?![a-z])|secret|token|api_?key|private_?key|access_?key|credential)"
+)
+
+
+def _env_default(match: re.Match[str]) -> bool:
+    text, start = match.string, match.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    named = _CREDENTIAL_NAME.search(match.group("name")) or _CREDENTIAL_NAME.search(text, line_start, start)
+    return named is not None and _assigned_value_is_secret(_unquote(match.group("v"))[0])
+
+
+# Azure's identifiable keys (storage, Cosmos DB, AI services, container registries, ...): 52
+# characters, then Azure's signature ``JQQJ9`` and 20 to 30 more (the key's type and a checksum).
+_AZURE_IDENTIFIABLE = re.compile(
+    r"(?<![A-Za-z0-9+/])(?P<v>[A-Za-z0-9+/]{52}JQQJ9[A-Za-z0-9+/]{19,29}={0,2})(?![A-Za-z0-9+/=])"
+)
+# A Kubernetes Secret's ``.dockerconfigjson`` or ``.dockercfg`` item: base64 of a Docker config, which
+# holds registry credentials.
+_DOCKER_CONFIG_ITEM = re.compile(
+    r"""\.docker(?:configjson|cfg)["']?[ \t]*:[ \t]*["']?(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"""
+)
+# Mailgun's keys since 2023: 32 hex, then two groups of 8 hex.
+_MAILGUN_KEY_V2 = re.compile(r"(?<![A-Za-z0-9_-])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}(?![A-Za-z0-9_-])")
+# X (Twitter) app-only bearer tokens: 22 ``A`` then the token, URL-encoded.
+_X_BEARER = re.compile(r"(?<![A-Za-z0-9])A{20,22}(?P<v>[B-Za-z0-9%][A-Za-z0-9%]{59,})")
+# A Salesforce access token: the org id (``00D`` and 12 or 15 characters), ``!``, then the session.
+_SALESFORCE_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?P<v>00D[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,})")
+# ``#define DB_PASSWORD "..."``: a C macro named after a credential.
+_C_DEFINE = re.compile(
+    r"#define[ \t]+\w*(?i:passwor[dt]|passwd|pwd|secret|token|api_?key)\w*[ \t]+"
+    r"""(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'(][^\s"']{0,199})"""
+)
+# An Authorization header's value with no scheme or with one that carries a token as it is
+# (``"authorization": "<token>"``, ``Authorization: NTLM <base64>``, ``Negotiate``, ``token``).
+_AUTHORIZATION_VALUE = (
+    r"""authorization\\?["']?[ \t]*[:=][ \t]*\\?["']?(?:(?:ntlm|negotiate|token|apikey|sso-key|ssws)[ \t]+)?"""
+    r"""(?P<v>[a-z0-9._~+/=-]{16,})(?![a-z0-9._~+/=-])"""
+)
+# A Facebook app access token: ``<app id>|<app secret>``.
+_FACEBOOK_APP_TOKEN = re.compile(r"(?<![0-9])[0-9]{15,16}\|(?P<v>[A-Za-z0-9_-]{27,32})(?![A-Za-z0-9_-])")
+# A private key's body without its BEGIN/END lines: three or more lines of base64 as PEM wraps it
+# (64 characters, the last line shorter). The first line of a key is found by its DER
+# (`_bare_pem_body`); these are the lines after it, which say nothing of their own but their width
+# and randomness. Certificates and public keys start with their header or ``MII``.
+_PEM_BODY_LINES = re.compile(
+    r"(?m:^)[ \t]*(?P<v>[A-Za-z0-9+/]{64}(?:\r?\n[ \t]*[A-Za-z0-9+/]{64}){1,200}\r?\n[ \t]*[A-Za-z0-9+/]{4,64}={0,2})[ \t]*(?m:$)"
+)
+
+
+def _pem_body_lines(match: re.Match[str]) -> bool:
+    body = match.group("v")
+    if body.startswith("MII") or "-----" in match.string:
+        return False
+    joined = re.sub(r"\s", "", body)
+    return _looks_random(joined) and not _decodes_to_text(joined[:64])
+
+
 _RULES: tuple[_Rule, ...] = (
     # This project's own keys (``store/keys.py``): ``mmk_<prefix>_<secret>``.
     _Rule(
@@ -2034,7 +2351,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "azure_sas_token",
-        re.compile(r"[?&]sv=\d{4}-\d\d-\d\d&\S*?\bsig=[A-Za-z0-9%+/]{30,}"),
+        re.compile(r"(?:[?&]|(?<![^\s\"'=]))sv=\d{4}-\d\d-\d\d&\S*?\bsig=[A-Za-z0-9%+/]{30,}"),
         hints=("sig=",),
     ),
     _Rule(
@@ -2105,7 +2422,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "openai_api_key",
         re.compile(r"sk-(?:proj-|svcacct-|admin-)?(?P<v>[A-Za-z0-9_-]{20,})"),
-        _value(lambda v: _varied(v) and _looks_random(_TOKEN_SEPARATORS.sub("", v))),
+        # ``T3BlbkFJ`` ("OpenAI" in base64) in the middle is OpenAI's own marker: with it the key is in
+        # OpenAI's exact format, and refused however its two halves were written.
+        _value(
+            lambda v: (
+                _varied(v)
+                and (_looks_random(_TOKEN_SEPARATORS.sub("", v)) or _OPENAI_MARKER.fullmatch(v) is not None)
+            )
+        ),
         not_after=_WORD_DASH,
     ),
     _Rule(
@@ -2287,7 +2611,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("webhook_url", _URL_SECRET_PARAM, _url_secret_param, hints=("?", "&")),
     _Rule(
         "connection_string_password",
-        re.compile(r"://[^\s:/?#@]*:(?P<v>[^\s/?#@]+)@[^\s/?#@]"),
+        # The user may be an e-mail address (``smtps://name@gmail.com:PASSWORD@smtp.gmail.com``).
+        re.compile(r"://(?:[^\s:/?#@]+@)?[^\s:/?#@]*:(?P<v>[^\s/?#@]+)@[^\s/?#@]"),
         _url_userinfo,
         hints=("://",),
     ),
@@ -2355,7 +2680,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("cli_password", _CLI_LONG_FLAG, _cli_long_flag, not_after=_WORD_DASH),
     _any_case(
         "password_assignment",
-        rf"(?:{_PASSWORD_NAMES}){_NAME_END_AND_SEPARATOR}{_ASSIGNED_VALUE}",
+        rf"(?:{_PASSWORD_NAMES}){_PASSWORD_NAME_END}{_ASSIGNED_VALUE}",
         _password_assignment,
         anchors=_PASSWORD_ANCHORS,
     ),
@@ -2401,8 +2726,9 @@ _RULES: tuple[_Rule, ...] = (
     # PowerShell's ``ConvertTo-SecureString "<password>" -AsPlainText -Force``: the literal is the password.
     _any_case(
         "password_assignment",
-        r"""convertto-securestring[ \t]+(?:-string[ \t]+)?(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')[^\n|;]{0,40}?"""
-        r"-asplaintext",
+        # Without ``-AsPlainText`` the literal is an encrypted standard string, which the account that
+        # made it decrypts: a credential too. Flags may come first, quotes may be escaped.
+        r"""convertto-securestring[ \t]+(?:-[a-z]+[ \t]+){0,3}\\?(?P<v>"[^"\n\\]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;)\\-][^\s"'|;)]{0,199})""",
         _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
         anchors=("convertto-securestring",),
     ),
@@ -2446,6 +2772,50 @@ _RULES: tuple[_Rule, ...] = (
     _any_case("secret_assignment", _NAME_THEN_VALUE, _name_then_value, anchors=_CREDENTIAL_NAME_WORDS),
     # ``fastlyKey = "..."``, ``const sumoKey1 = '...'``: the same in camelCase, with a random value.
     _Rule("secret_assignment", _CAMEL_KEY, _camel_key, anchors=("key",)),
+    _any_case("password_assignment", _SQL_PASSWORD, _sql_password, anchors=("create", "alter", "set")),
+    _Rule(
+        "private_key", _JWK_PRIVATE, _value(lambda v: _varied(v) and not _is_placeholder(v)), hints=('"kty"',)
+    ),
+    _Rule(
+        "secret_assignment",
+        _CONSTANT_PAIR,
+        _constant_pair,
+        hints=(',"', ', "', ",'", ", '"),
+        anchors=("password", "passwd", "pwd", "secret", "token", "bearer", "api_key", "apikey"),
+    ),
+    _Rule("cli_password", _CLI_TOKEN_FLAG, _cli_token_flag, hints=("--",), not_after=_WORD_DASH),
+    _Rule(
+        "secret_assignment", _ENV_DEFAULT, _env_default, anchors=("getenv", "environ.get", "env.get", "env(")
+    ),
+    _Rule("azure_storage_key", _AZURE_IDENTIFIABLE, _value(_varied), hints=("jqqj9",)),
+    _Rule(
+        "basic_auth",
+        _DOCKER_CONFIG_ITEM,
+        _value(lambda v: _varied(v) and not _is_placeholder(v)),
+        hints=(".docker",),
+    ),
+    _Rule("vendor_api_key", _MAILGUN_KEY_V2, anchors=tuple("0123456789abcdef"), in_tokens=True),
+    _Rule(
+        "bearer_token",
+        _X_BEARER,
+        _value(lambda v: _opaque_token(re.sub("%[0-9A-Fa-f]{2}", "", v))),
+        hints=("aaaaaaaaaaaaaaaaaaaa",),
+    ),
+    _Rule("service_token", _SALESFORCE_TOKEN, _value(_varied), hints=("00d",)),
+    _Rule(
+        "password_assignment",
+        _C_DEFINE,
+        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        hints=("#define",),
+    ),
+    _any_case("bearer_token", _AUTHORIZATION_VALUE, _value(_opaque_token), anchors=("authorization",)),
+    _Rule(
+        "service_token",
+        _FACEBOOK_APP_TOKEN,
+        _value(lambda v: _looks_random(v.replace("-", "").replace("_", ""))),
+        hints=("|",),
+    ),
+    _Rule("private_key", _PEM_BODY_LINES, _pem_body_lines, hints=("\n",)),
     # ``<password>...</password>`` (Maven's settings.xml), ``<secret>{AQAAABAAAA...}</secret>``
     # (Jenkins' credentials.xml), ``<apiKey>...</apiKey>``: an element named after a credential.
     _any_case("secret_assignment", _XML_ELEMENT, _xml_element, anchors=("<",)),
