@@ -649,6 +649,22 @@ FAMILIES: list[tuple[str, str, str]] = [
         ".dockerconfigjson: <base64 of config.json>",
     ),
     ("a dotted password in quotes", 'SET password "n8k.bat47Fy4"', "SET password settings.db.password"),
+    (
+        "a password flag with one dash (PowerShell)",
+        "Connect-VIServer -Server vc01 -User admin@vsphere.local -Password Vm4re!7",
+        "Connect-VIServer vc01 -User admin -Password $pw",
+    ),
+    (
+        "a .netrc entry",
+        "machine api.example.com\n  login deploy\n  password pass123",
+        "machine api.example.com login bot password $NETRC_TOKEN",
+    ),
+    (
+        "a plain word in quotes after a password word in prose",
+        'The default password for the user "svc" is "pyne".',
+        'The password field says "required".',
+    ),
+    ("a comparison with a plain word", "if password == 'logmein':", 'if password == "":'),
 ]
 
 

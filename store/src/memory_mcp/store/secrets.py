@@ -1106,9 +1106,10 @@ def _plain_password_assigned(match: re.Match[str]) -> bool:
     """A plain word assigned to a password's name: quoted, or unquoted and ending its line or field
     (``password=tiger;``, ``password: kittens`` at the start of a line: a config, not a sentence)."""
     raw, separator = match.group("v"), match.group("sep")
-    if separator in _COMPARISONS:
-        return False
     value, quoted = _unquote(raw)
+    # Compared with a literal, the literal is the password (``if password == 'logmein':``).
+    if separator in _COMPARISONS and not quoted:
+        return False
     if not quoted:
         text, end = match.string, match.end()
         if (
@@ -1163,8 +1164,10 @@ def _curl_user(match: re.Match[str]) -> bool:
     return _assigned_value_is_secret(match.group("v"))
 
 
-def _prose_value(unquoted: Callable[[str], bool]) -> _Check:
-    """The value in "the password is X": quoted values are explicit, unquoted ones pass `unquoted`."""
+def _prose_value(unquoted: Callable[[str], bool], *, plain_quoted: bool = False) -> _Check:
+    """The value in "the password is X": quoted values are explicit, unquoted ones pass `unquoted`.
+    With `plain_quoted`, a plain word in quotes (not backticks) counts as well: "the default password
+    for the user is 'pyne'"."""
 
     def check(match: re.Match[str]) -> bool:
         value, quoted = _unquote(match.group("v"))
@@ -1172,9 +1175,9 @@ def _prose_value(unquoted: Callable[[str], bool]) -> _Check:
             return unquoted(value)
         # In prose, a name in backticks is code being named (``ApiKey caps its requests:
         # `requestsPerMinute```), not a value.
-        if match.group("v").startswith("`") and _WORDS_ONLY.fullmatch(value):
-            return False
-        return _assigned_value_is_secret(value)
+        if match.group("v").startswith("`"):
+            return not _WORDS_ONLY.fullmatch(value) and _assigned_value_is_secret(value)
+        return _assigned_value_is_secret(value) or (plain_quoted and _plain_password(value))
 
     return check
 
@@ -1301,6 +1304,7 @@ _PROSE_VALUE = r"""(?P<v>"[^"\n]{1,100}"|'[^'\n]{1,100}'|`[^`\n]{1,100}`|[^\s"'`
 # (`_QUALIFIED_KEY`: "the signing key is X", not "the key fix is X").
 _SECRET_NAMES = r"secret[oa]?|secrète|token|jeton|geheime sleutel|geheimnis|segredo|segreto|токен|секрет"
 _SECRET_ANCHORS = ("key", "credential", "secr", "token", "jeton", "geheim", "segre", "токен", "секрет")
+_NETRC = r"\bmachine[ \t]+[^\s]+(?:\s+(?:login|account)[ \t]+[^\s]+){0,2}\s+password[ \t]+(?P<v>[^\s]{1,200})"
 _USER_SLASH_PASSWORD = re.compile(
     r"(?:login|credentials?|credenciai?s|credenciales|zugang(?:sdaten)?|anmeldedaten|identifiants|acceso|acesso)\b[^\n]{0,40}?[\s:]"
     r"[A-Za-z0-9._@-]{2,40}[ \t]*/[ \t]*(?P<v>[^\s/]{6,100})",
@@ -1336,8 +1340,9 @@ _CLI_TOOLS = re.compile(
 )
 _CLI_TOOL_FLAGS = [re.compile(flag) for _, flag in _CLI_PASSWORD_FLAGS]
 # Long flags of any tool: --password X, --db-password=X, --passphrase X.
+# PowerShell and Java tools write them with one dash (``Connect-VIServer ... -Password X``).
 _CLI_LONG_FLAG = re.compile(
-    r"--(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase)(?:=|[ \t]+)"
+    r"(?:--(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase)|-(?i:password|passwd|passphrase))(?:=|[ \t]+)"
     r"""(?P<v>'[^'\n]{1,200}'|"[^"\n]{1,200}"|[^\s'"]{1,200})"""
 )
 # The AWS documentation's example key pairs. Alone or in a config line they are refused like real
@@ -2687,9 +2692,11 @@ _RULES: tuple[_Rule, ...] = (
     _any_case(
         "password_assignment",
         rf"\b(?:{_PASSWORD_WORDS}|pw)\b[^\n.]{{0,40}}?{_PROSE_VERB}{_PROSE_VALUE}",
-        _prose_value(_password_like),
+        _prose_value(_password_like, plain_quoted=True),
         anchors=_PASSWORD_ANCHORS,
     ),
+    # A ``.netrc`` entry: ``machine HOST login USER password PASSWORD``, on one line or several.
+    _any_case("password_assignment", _NETRC, _value(_typed_password), anchors=("machine",)),
     # "Passwort Sommer2024!", "şifre X olarak değişti": a password word right before the value.
     _any_case(
         "password_assignment",
