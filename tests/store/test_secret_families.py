@@ -665,6 +665,36 @@ FAMILIES: list[tuple[str, str, str]] = [
         'The password field says "required".',
     ),
     ("a comparison with a plain word", "if password == 'logmein':", 'if password == "":'),
+    (
+        "a Dockerfile ENV without =",
+        "\nENV DB_PASSWORD tiger",
+        "\nENV DB_PASSWORD_FILE /run/secrets/db_password",
+    ),
+    (
+        "a plain word after curl -u",
+        "curl -u deploy:tiger https://api.example.com",
+        "curl -u $API_USER:$API_TOKEN https://api.example.com/v1/items",
+    ),
+    (
+        "a plain word in PHP's define",
+        "define('DB_PASSWORD', 'tiger');",
+        "define('DB_PASSWORD', 'password_here');",
+    ),
+    (
+        "a plain word in a password's XML attribute",
+        '<property name="password" value="tiger"/>',
+        '<property name="password" value="${db.password}"/>',
+    ),
+    (
+        "a plain word among libpq's key=value pairs",
+        "user=app password=tiger host=db dbname=app",
+        "user=app password=$PGPASSWORD host=db dbname=app",
+    ),
+    (
+        "a word echoed into --password-stdin",
+        'echo "tiger" | docker login -u app --password-stdin',
+        'echo "$CR_PAT" | docker login ghcr.io -u USERNAME --password-stdin',
+    ),
 ]
 
 

@@ -1075,8 +1075,9 @@ _ONLY_CREDENTIAL_WORDS = re.compile(
     rf"(?:{_FILLERS}[-_. ]?)*{_CREDENTIAL_PARTS}(?:[-_. ]?(?:{_CREDENTIAL_PARTS}|here|goes|value|s))*"
 )
 _CREDENTIAL_PART = re.compile(_CREDENTIAL_PARTS)
-# What may follow an unquoted value on its line: nothing, a comment, or the next field's separator.
-_VALUE_ENDS_LINE = re.compile(r"[ \t]*(?:[#;&,}\])]|//|\r?$)", re.MULTILINE)
+# What may follow an unquoted value on its line: nothing, a comment, the next field's separator, or
+# the next ``name=`` (``user=app password=X host=db``, libpq's and a log line's form).
+_VALUE_ENDS_LINE = re.compile(r"[ \t]*(?:[#;&,}\])]|//|\r?$)|[ \t]+[A-Za-z_][\w.-]*=", re.MULTILINE)
 # What may stand before a YAML-style ``name: value`` on its line: indentation, a list's dash, a quote
 # or an inline mapping's brace; prose puts words there.
 _CONFIG_LINE_START = re.compile(r"[ \t]*(?:[-*][ \t]+)?[\"']?|.*\{[ \t]*[\"']?|.*,[ \t]*[\"']?(?=$)")
@@ -1161,7 +1162,8 @@ def _curl_user(match: re.Match[str]) -> bool:
     line_start = match.string.rfind("\n", 0, match.start()) + 1
     if _CURL.search(match.string, line_start, match.start()) is None:
         return False
-    return _assigned_value_is_secret(match.group("v"))
+    value = match.group("v")
+    return _assigned_value_is_secret(value) or _plain_password(value)
 
 
 def _prose_value(unquoted: Callable[[str], bool], *, plain_quoted: bool = False) -> _Check:
@@ -1304,6 +1306,21 @@ _PROSE_VALUE = r"""(?P<v>"[^"\n]{1,100}"|'[^'\n]{1,100}'|`[^`\n]{1,100}`|[^\s"'`
 # (`_QUALIFIED_KEY`: "the signing key is X", not "the key fix is X").
 _SECRET_NAMES = r"secret[oa]?|secrète|token|jeton|geheime sleutel|geheimnis|segredo|segreto|токен|секрет"
 _SECRET_ANCHORS = ("key", "credential", "secr", "token", "jeton", "geheim", "segre", "токен", "секрет")
+_DOCKERFILE_ENV = (
+    rf"(?:env|arg)[ \t]+[a-z0-9_]*(?:{_PASSWORD_NAMES})(?![a-z0-9_=-])[ \t]+"
+    r"""(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'=][^\s"']{0,199})[ \t]*(?m:$)"""
+)
+_ECHO_STDIN = (
+    r"""(?:echo|printf)[ \t]+(?:-[ne][ \t]+)?(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|]{1,200})[ \t]*\|"""
+    r"""[^\n|]{0,120}?--password-stdin"""
+)
+
+
+def _plain_or_strong(raw: str) -> bool:
+    value = _unquote(raw)[0]
+    return _assigned_value_is_secret(value) or _plain_password(value)
+
+
 _NETRC = r"\bmachine[ \t]+[^\s]+(?:\s+(?:login|account)[ \t]+[^\s]+){0,2}\s+password[ \t]+(?P<v>[^\s]{1,200})"
 _USER_SLASH_PASSWORD = re.compile(
     r"(?:login|credentials?|credenciai?s|credenciales|zugang(?:sdaten)?|anmeldedaten|identifiants|acceso|acesso)\b[^\n]{0,40}?[\s:]"
@@ -2030,9 +2047,10 @@ _LITERAL_PAIR = (
 def _literal_pair(match: re.Match[str]) -> bool:
     """The value of a name-value pair of literals; a key's value must also be random or key-shaped."""
     value = _unquote(match.group("v"))[0]
-    if not _assigned_value_is_secret(value):
-        return False
     name = match.group("n").lower()
+    if not _assigned_value_is_secret(value):
+        # A password's literal may be a plain word (``define('DB_PASSWORD', 'tiger')``).
+        return name.startswith("p") and _plain_password(value)
     return name.startswith("p") or _token_shaped(value) or _key_shaped(value)
 
 
@@ -2147,7 +2165,8 @@ _XML_NAMED_VALUE = (
 def _xml_named_value(match: re.Match[str]) -> bool:
     value = match.group("t") if match.group("v") is None else _unquote(match.group("v"))[0]
     if not _assigned_value_is_secret(value.strip()):
-        return False
+        # A password's value may be a plain word (``<property name="password" value="tiger"/>``).
+        return match.group("n").lower().startswith("p") and _plain_password(value.strip())
     # ``<string name="hockeyapp_key">`` (an Android resource), ``<add key="mapbox_key" .../>``: a key
     # named after its service, unless the word before ``key`` names a data-structure key.
     if match.group("k") is not None:
@@ -2695,6 +2714,16 @@ _RULES: tuple[_Rule, ...] = (
         _prose_value(_password_like, plain_quoted=True),
         anchors=_PASSWORD_ANCHORS,
     ),
+    # A Dockerfile's ``ENV NAME value`` (the form without ``=``) for a password's name.
+    _any_case(
+        "password_assignment",
+        _DOCKERFILE_ENV,
+        _value(_plain_or_strong),
+        not_after=_WORD_DASH,
+        anchors=("env", "arg"),
+    ),
+    # ``echo X | docker login ... --password-stdin``: what is echoed is the password.
+    _any_case("cli_password", _ECHO_STDIN, _value(_plain_or_strong), anchors=("echo", "printf")),
     # A ``.netrc`` entry: ``machine HOST login USER password PASSWORD``, on one line or several.
     _any_case("password_assignment", _NETRC, _value(_typed_password), anchors=("machine",)),
     # "Passwort Sommer2024!", "şifre X olarak değişti": a password word right before the value.
