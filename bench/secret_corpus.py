@@ -1053,6 +1053,36 @@ _V6_POSITIVES: tuple[_Family, ...] = (
     ),
 )
 
+# Round 5: a plain word where a password goes (config, XML, SQL, Dockerfiles, command lines), the
+# password names spelt short, and the forms that Trivy's and CredSweeper's misses showed.
+_PLAIN_PASSWORDS = ("tiger", "letmein", "kittens", "mavenpass", "sunshine", "plainSecret", "dragon", "qwerty")
+_V8_POSITIVES: tuple[_Family, ...] = (
+    (
+        "password_assignment",
+        lambda r: r.choice(_PLAIN_PASSWORDS),
+        (
+            "database:\n  host: db.internal\n  password: {s}",
+            "DB_PASSWORD={s}",
+            "<password>{s}</password>",
+            '{{"user": "app", "passwd": "{s}"}}',
+            "Server=db;Database=app;User Id=app;Password={s};",
+            "spring.datasource.password={s}",
+            "ENV DB_PASSWORD {s}",
+            "define('DB_PASSWORD', '{s}');",
+            "CREATE USER app IDENTIFIED BY '{s}';",
+            "machine git.example.com login deploy password {s}",
+            "user=app password={s} host=db dbname=app",
+            'The default password for the "svc" user is "{s}".',
+        ),
+    ),
+    (
+        "password_assignment",
+        lambda r: _password(r),
+        ("X3_PSWD={s}", "MYSQLPASS: {s}", 'def connect(passwd: str = "{s}"):', "passwords:{s}"),
+    ),
+    ("basic_auth", lambda r: r.choice(_PLAIN_PASSWORDS), ("curl -u deploy:{s} https://api.example.com/v1",)),
+)
+
 
 def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     """Fake credentials in memory-like sentences: ``(text, expected kind)``, four or more per kind."""
@@ -1060,6 +1090,7 @@ def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     samples = _fill(_POSITIVES, rng, _PER_KIND) + list(_FIXED) + _fill(hiding.POSITIVES, rng, 2)
     samples += _fill(_V5_POSITIVES, random.Random(seed + 5), 2)
     samples += _fill(_V6_POSITIVES, random.Random(seed + 6), 2)
+    samples += _fill(_V8_POSITIVES, random.Random(seed + 8), 2)
     return samples + _fill(_V4_POSITIVES, random.Random(seed + 4), 2)
 
 
