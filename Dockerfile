@@ -90,8 +90,9 @@ RUN cd / && python -c "import importlib.util as u, sys, torch, memory_mcp.server
 sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}' or any(u.find_spec(m) for m in ('kopf', 'ray')))"
 # The static embedding (search's third signal) is distilled from the packaged MiniLM here, at
 # install, into the read-only image: a pod then loads it in a second instead of distilling it into
-# its emptyDir on every start (minutes on a busy node). MiniLM's ONNX file (a search's question
-# through ONNX Runtime) is exported beside it, so a pod never exports; the build fails if it cannot.
+# its emptyDir on every start (minutes on a busy node). MiniLM's ONNX files (short passes through
+# ONNX Runtime, and the int8 copy that questions take) are exported beside it, so a pod never
+# exports; the build fails if it cannot.
 # ONNX Runtime's usage telemetry stays off here too (memory_mcp.core sets the same default in every
 # process): no device id is written into the image, nothing is sent from a pod.
 ENV MEMORY_MCP_STATIC_EMBEDDING_DIR=/opt/memory-mcp \
@@ -100,8 +101,8 @@ ENV MEMORY_MCP_STATIC_EMBEDDING_DIR=/opt/memory-mcp \
 RUN python -c "from pathlib import Path; from memory_mcp.embedder.static import load_static_model; \
 load_static_model(Path('/opt/memory-mcp'))" \
     && python -c "import sys; from pathlib import Path; from memory_mcp.embedder.model import load_model; \
-m = load_model(None, onnx_roots=[Path('/opt/memory-mcp')]); m.short_runtime_settled.wait(); \
-sys.exit(m.short_runtime != 'onnxruntime')" \
+m = load_model(None, onnx_roots=[Path('/opt/memory-mcp')], int8_queries=True); m.short_runtime_settled.wait(); \
+sys.exit(m.short_runtime != 'onnxruntime' or not m.queries_differ)" \
     && chmod -R a+rX /opt/memory-mcp
 RUN if [ -n "${INSTALL_MODE}" ]; then chown -R 10001:10001 /app; fi
 USER 10001:10001

@@ -8,7 +8,9 @@ once MiniLM's ONNX file is ready and checked, torch before that and for long bat
 the export, the session and the parity check, which run in the background while a server serves)
 and again from that folder (what every later start pays). Then it encodes the same questions one
 at a time both ways through ``encode``, alternating, and prints CPU ms a question and the largest
-difference between the two vectors of a question.
+difference between the two vectors of a question. The int8 copy that a server's questions take
+(``embedding_int8_queries``) is timed in the same rounds, with the lowest cosine between its vector
+of a question and torch's.
 
     python -m bench.onnx_query [--calls 200] [--rounds 2]
 """
@@ -45,11 +47,11 @@ def _cpu_ms(model: EmbeddingModel, calls: int) -> float:
     return (time.process_time() - started) / calls * 1000
 
 
-def _settled(folder: Path) -> tuple[EmbeddingModel, float, float]:
+def _settled(folder: Path, int8_queries: bool = False) -> tuple[EmbeddingModel, float, float]:
     """The model with its short passes' runtime settled from ``folder``, and the wall and CPU
     seconds that took after the model itself had loaded."""
     wall, cpu = time.perf_counter(), time.process_time()
-    model = load_model(None, "cpu", onnx_roots=[folder])
+    model = load_model(None, "cpu", onnx_roots=[folder], int8_queries=int8_queries)
     loaded_wall, loaded_cpu = time.perf_counter() - wall, time.process_time() - cpu
     model.short_runtime_settled.wait()
     return model, time.perf_counter() - wall - loaded_wall, time.process_time() - cpu - loaded_cpu
@@ -67,7 +69,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         _, made_s, made_cpu = _settled(Path(folder))
         onnx_model, opened_s, opened_cpu = _settled(Path(folder))
-    if onnx_model.short_runtime != "onnxruntime":
+        int8_model, _, _ = _settled(Path(folder), int8_queries=True)
+    if onnx_model.short_runtime != "onnxruntime" or not int8_model.queries_differ:
         print("bench.onnx_query: the ONNX model is not used (see the log line above)", file=sys.stderr)
         return 1
     print(
@@ -80,9 +83,17 @@ def main() -> int:
         for q in QUESTIONS
     )
     print(f"largest difference between the two vectors of a question: {moved:.1e}")
+    cosine = min(
+        float(encode(int8_model, [q], "query")[0] @ encode(torch_model, [q], "query")[0]) for q in QUESTIONS
+    )
+    print(f"lowest cosine between the int8 copy's vector of a question and torch's: {cosine:.4f}")
     for n in range(args.rounds):
         torch_ms, onnx_ms = _cpu_ms(torch_model, args.calls), _cpu_ms(onnx_model, args.calls)
-        print(f"round {n + 1}: CPU ms a question: torch {torch_ms:.1f}, ONNX Runtime {onnx_ms:.1f}")
+        int8_ms = _cpu_ms(int8_model, args.calls)
+        print(
+            f"round {n + 1}: CPU ms a question: torch {torch_ms:.1f}, ONNX Runtime {onnx_ms:.1f}, "
+            f"its int8 copy {int8_ms:.1f}"
+        )
     return 0
 
 

@@ -6,9 +6,10 @@ asks M different questions through the store's ``search_memories`` exactly as th
 CPU milliseconds of each part (medians of ``--rounds`` rounds over the same questions):
 
 - ``embed``: the MiniLM forward pass of the question (``encode``, the call the embedder makes, on
-  the model loaded as the server loads it: through ONNX Runtime once its file is ready, which the
-  bench waits for; the service's LRU of query vectors is not in the way: every question is new to
-  the model call);
+  the model loaded as the server loads it: through ONNX Runtime's int8 copy once its files are
+  ready, which the bench waits for; ``MEMORY_MCP_EMBEDDING_INT8_QUERIES=false`` for the exact
+  graph; the service's LRU of query vectors is not in the way: every question is new to the model
+  call);
 - ``static``: the question's static-model vector;
 - ``soft``: the soft word match (``StaticModel.soft_matches``, called from the store's ranking);
 - ``store``: the rest of ``search_memories`` in this process: checks, building the bind, sending
@@ -404,8 +405,9 @@ def main() -> None:
     from memory_mcp.core.settings import Settings
 
     settings = Settings()
-    # As the server loads it: a question's pass through ONNX Runtime once its file is ready.
-    model = load_model(None, onnx_roots=onnx_roots(settings))
+    # As the server loads it: a question's pass through ONNX Runtime (its int8 copy unless the
+    # settings turn it off) once its files are ready.
+    model = load_model(None, onnx_roots=onnx_roots(settings), int8_queries=settings.embedding_int8_queries)
     model.short_runtime_settled.wait()
     print(f"a question's forward pass runs on {model.short_runtime}")
     static = load_static_model(settings.static_embedding_cache_dir)

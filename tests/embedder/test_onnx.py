@@ -22,17 +22,27 @@ from memory_mcp.embedder.model import (
     ONE_THREAD_TEXTS,
     SentenceTransformerModel,
     encode,
+    encode_mixed,
     load_model,
     resolve_model_path,
 )
-from memory_mcp.embedder.onnx_model import MAX_PARITY_DIFFERENCE, ONNX_FILE, model_checksum, onnx_folder
+from memory_mcp.embedder.onnx_model import (
+    FILES,
+    MAX_PARITY_DIFFERENCE,
+    MIN_QUERY_COSINE,
+    ONNX_FILE,
+    QUERY_FILE,
+    model_checksum,
+    onnx_folder,
+    prepare_encoders,
+)
 from memory_mcp.embedder.static_cache import MANIFEST, cached_folder_is_valid
 from tests.embedder.support import SENTENCES
 
 SETTLE_S = 300  # an export on two busy cores: seconds; the bound only stops a hung test
 
 
-def _load(roots: list[Path], **options: str) -> SentenceTransformerModel:
+def _load(roots: list[Path], **options: object) -> SentenceTransformerModel:
     """The packaged MiniLM with its short passes' runtime settled."""
     loaded = load_model(None, "cpu", onnx_roots=roots, **options)  # type: ignore[arg-type]
     assert isinstance(loaded, SentenceTransformerModel)
@@ -74,13 +84,60 @@ def test_short_passes_run_on_onnx_with_torchs_vectors(onnx_model, model) -> None
     assert np.array_equal(encode(onnx_model, long), encode(model, long))
 
 
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.asarray((a * b).sum(axis=1))
+
+
+def test_questions_take_the_int8_copy_and_stored_vectors_stay_exact(onnx_root: Path, model) -> None:
+    int8 = _load([onnx_root], int8_queries=True)
+    assert int8.short_runtime == "onnxruntime" and int8.queries_differ and not model.queries_differ
+    texts = [SENTENCES[0], "which runners does the deploy pipeline use?", "Where did Caroline move from?"]
+    questions = np.concatenate([encode(int8, [text], "query") for text in texts])
+    exact = encode(model, texts, "query")
+    # Near torch's vectors, and not torch's: the int8 copy answered.
+    assert float(_cosines(questions, exact).min()) >= MIN_QUERY_COSINE
+    assert float(np.abs(questions - exact).max()) > MAX_PARITY_DIFFERENCE
+    np.testing.assert_allclose(np.linalg.norm(questions, axis=1), 1.0, atol=1e-5)
+    # What is stored is exact, alone or beside questions in one batch of the batcher.
+    passages = encode(int8, texts, "passage")
+    assert float(np.abs(passages - exact).max()) <= MAX_PARITY_DIFFERENCE
+    mixed = encode_mixed(int8, [texts[0], texts[0]], ["passage", "query"])
+    assert float(np.abs(mixed[0] - exact[0]).max()) <= MAX_PARITY_DIFFERENCE
+    assert np.array_equal(mixed[1], questions[0])
+    # A long batch of questions runs on torch: exact.
+    long = [f"{SENTENCES[n % len(SENTENCES)]} ({n})" for n in range(ONE_THREAD_TEXTS + 1)]
+    assert np.array_equal(encode(int8, long, "query"), encode(model, long, "query"))
+
+
+def test_an_int8_copy_that_strays_from_torch_is_not_used(
+    onnx_model, model, onnx_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def reference(texts: list[str]) -> np.ndarray:
+        return encode(model, texts, "passage")
+
+    assert isinstance(model, SentenceTransformerModel)
+    source = resolve_model_path(None)
+    checked = prepare_encoders(model.model, source, [onnx_root], reference, int8_queries=True)
+    assert checked.queries is not None
+    with caplog.at_level(logging.WARNING, logger="memory_mcp.embedder.onnx_model"):
+        strict = prepare_encoders(
+            model.model, source, [onnx_root], reference, int8_queries=True, min_query_cosine=0.99999
+        )
+    assert strict.queries is None and strict.exact is not None
+    assert any(
+        "int8 copy is not usable" in r.message and "(under 0.99999)" in r.message for r in caplog.records
+    )
+    # Asked for none, none is opened.
+    assert prepare_encoders(model.model, source, [onnx_root], reference, int8_queries=False).queries is None
+
+
 def test_the_file_is_made_once_and_a_second_load_reuses_it(onnx_model, onnx_root: Path) -> None:
     folder = _folder(onnx_root)
-    assert cached_folder_is_valid(folder, _checksum(), (ONNX_FILE,))
-    before = {name: (folder / name).stat() for name in (ONNX_FILE, MANIFEST)}
+    assert cached_folder_is_valid(folder, _checksum(), FILES)
+    before = {name: (folder / name).stat() for name in (*FILES, MANIFEST)}
     again = _load([onnx_root])
     assert again.short_runtime == "onnxruntime"
-    after = {name: (folder / name).stat() for name in (ONNX_FILE, MANIFEST)}
+    after = {name: (folder / name).stat() for name in (*FILES, MANIFEST)}
     assert {n: (s.st_ino, s.st_mtime_ns) for n, s in before.items()} == {
         n: (s.st_ino, s.st_mtime_ns) for n, s in after.items()
     }
@@ -95,12 +152,12 @@ def test_a_truncated_file_is_made_again_and_encoding_goes_on(
     whole = (folder / ONNX_FILE).stat().st_size
     with (folder / ONNX_FILE).open("r+b") as file:
         file.truncate(whole // 2)
-    assert not cached_folder_is_valid(folder, _checksum(), (ONNX_FILE,))
+    assert not cached_folder_is_valid(folder, _checksum(), FILES)
 
     remade = _load([tmp_path])
     assert remade.short_runtime == "onnxruntime"
     assert (folder / ONNX_FILE).stat().st_size == whole
-    assert cached_folder_is_valid(folder, _checksum(), (ONNX_FILE,))
+    assert cached_folder_is_valid(folder, _checksum(), FILES)
     texts = SENTENCES[:3]
     assert float(np.abs(encode(remade, texts) - encode(model, texts)).max()) <= MAX_PARITY_DIFFERENCE
 
@@ -156,7 +213,9 @@ async def test_the_in_process_embedder_keeps_the_file_beside_the_static_table(tm
         assert isinstance(embedder, LocalEmbedder) and isinstance(embedder.model, SentenceTransformerModel)
         assert await asyncio.to_thread(embedder.model.short_runtime_settled.wait, SETTLE_S)
         assert embedder.model.short_runtime == "onnxruntime"
+        assert embedder.model.queries_differ  # a server's questions take the int8 copy by default
         assert (_folder(tmp_path / "static") / ONNX_FILE).is_file()
+        assert (_folder(tmp_path / "static") / QUERY_FILE).is_file()
         assert not _folder(tmp_path / "cache").exists()
         question = "which runners does the deploy pipeline use?"
         assert len(await embedder.embed_query(question)) == embedder.dim

