@@ -2288,7 +2288,7 @@ _MAILGUN_KEY_V2 = re.compile(r"(?<![A-Za-z0-9_-])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-
 # X (Twitter) app-only bearer tokens: 22 ``A`` then the token, URL-encoded.
 _X_BEARER = re.compile(r"(?<![A-Za-z0-9])A{20,22}(?P<v>[B-Za-z0-9%][A-Za-z0-9%]{59,})")
 # A Salesforce access token: the org id (``00D`` and 12 or 15 characters), ``!``, then the session.
-_SALESFORCE_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?P<v>00D[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,})")
+_SALESFORCE_TOKEN = re.compile(r"(?P<v>00D[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,})")
 # ``#define DB_PASSWORD "..."``: a C macro named after a credential.
 _C_DEFINE = re.compile(
     r"#define[ \t]+\w*(?i:passwor[dt]|passwd|pwd|secret|token|api_?key)\w*[ \t]+"
@@ -2375,7 +2375,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "azure_sas_token",
-        re.compile(r"(?:[?&]|(?<![^\s\"'=]))sv=\d{4}-\d\d-\d\d&\S*?\bsig=[A-Za-z0-9%+/]{30,}"),
+        # After ``?`` or ``&`` in a URL, or starting a value or the text (``sv=...`` as a query alone).
+        re.compile(r"sv=\d{4}-\d\d-\d\d&\S*?\bsig=[A-Za-z0-9%+/]{30,}"),
+        lambda m: m.start() == 0 or m.string[m.start() - 1] in "?&=\"' \t\n",
         hints=("sig=",),
     ),
     _Rule(
@@ -2719,11 +2721,18 @@ _RULES: tuple[_Rule, ...] = (
         "password_assignment",
         _DOCKERFILE_ENV,
         _value(_plain_or_strong),
+        hints=("env ", "arg ", "env\t", "arg\t"),
         not_after=_WORD_DASH,
         anchors=("env", "arg"),
     ),
     # ``echo X | docker login ... --password-stdin``: what is echoed is the password.
-    _any_case("cli_password", _ECHO_STDIN, _value(_plain_or_strong), anchors=("echo", "printf")),
+    _any_case(
+        "cli_password",
+        _ECHO_STDIN,
+        _value(_plain_or_strong),
+        hints=("--password-stdin",),
+        anchors=("echo", "printf"),
+    ),
     # A ``.netrc`` entry: ``machine HOST login USER password PASSWORD``, on one line or several.
     _any_case("password_assignment", _NETRC, _value(_typed_password), anchors=("machine",)),
     # "Passwort Sommer2024!", "şifre X olarak değişti": a password word right before the value.
@@ -2808,7 +2817,13 @@ _RULES: tuple[_Rule, ...] = (
     _any_case("secret_assignment", _NAME_THEN_VALUE, _name_then_value, anchors=_CREDENTIAL_NAME_WORDS),
     # ``fastlyKey = "..."``, ``const sumoKey1 = '...'``: the same in camelCase, with a random value.
     _Rule("secret_assignment", _CAMEL_KEY, _camel_key, anchors=("key",)),
-    _any_case("password_assignment", _SQL_PASSWORD, _sql_password, anchors=("create", "alter", "set")),
+    _any_case(
+        "password_assignment",
+        _SQL_PASSWORD,
+        _sql_password,
+        hints=("password", "identified"),
+        anchors=("create", "alter", "set"),
+    ),
     _Rule(
         "private_key", _JWK_PRIVATE, _value(lambda v: _varied(v) and not _is_placeholder(v)), hints=('"kty"',)
     ),
@@ -2821,7 +2836,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule("cli_password", _CLI_TOKEN_FLAG, _cli_token_flag, hints=("--",), not_after=_WORD_DASH),
     _Rule(
-        "secret_assignment", _ENV_DEFAULT, _env_default, anchors=("getenv", "environ.get", "env.get", "env(")
+        "secret_assignment",
+        _ENV_DEFAULT,
+        _env_default,
+        hints=("env",),
+        anchors=("getenv", "environ.get", "env.get", "env("),
     ),
     _Rule("azure_storage_key", _AZURE_IDENTIFIABLE, _value(_varied), hints=("jqqj9",)),
     _Rule(
@@ -2837,7 +2856,7 @@ _RULES: tuple[_Rule, ...] = (
         _value(lambda v: _opaque_token(re.sub("%[0-9A-Fa-f]{2}", "", v))),
         hints=("aaaaaaaaaaaaaaaaaaaa",),
     ),
-    _Rule("service_token", _SALESFORCE_TOKEN, _value(_varied), hints=("00d",)),
+    _Rule("service_token", _SALESFORCE_TOKEN, _value(_varied), hints=("00d",), not_after=_WORD),
     _Rule(
         "password_assignment",
         _C_DEFINE,
