@@ -6,6 +6,7 @@ nothing it does touches a user's data dir, and two benchmarks never share a serv
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import shutil
@@ -23,6 +24,8 @@ from pathlib import Path
 
 import psycopg
 
+from memory_mcp.core.settings import Settings
+from memory_mcp.embedder.client import Embedder, LocalEmbedder, make_embedder
 from memory_mcp.store import apikeys, identity, spaces, users
 from memory_mcp.store.access import Access, Role
 from memory_mcp.store.apikeys import GrantSpec
@@ -132,6 +135,21 @@ async def writer_contexts(db: Database, space_keys: Sequence[str]) -> dict[str, 
     )
     caller = await identity.authenticate(db, plaintext)
     return {key: identity.resolve_space(caller, key) for key in space_keys}
+
+
+async def server_embedder(settings: Settings) -> Embedder:
+    """The in-process embedder as ``memory-mcp serve`` makes it: short passes through ONNX Runtime
+    and questions through its int8 copy (unless the settings turn it off), waited for, so that
+    every question of a run is embedded the way a server embeds it."""
+    embedder = await make_embedder(settings, short_passes_on_onnx=True)
+    if isinstance(embedder, LocalEmbedder):
+        await asyncio.to_thread(embedder.model.short_runtime_settled.wait)
+        model = embedder.model
+        int8 = model.short_runtime == "onnxruntime" and model.queries_differ
+        print(
+            f"questions embedded as a server embeds them: {model.short_runtime}{', int8 copy' if int8 else ''}"
+        )
+    return embedder
 
 
 def free_port() -> int:

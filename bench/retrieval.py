@@ -1,7 +1,9 @@
 """Retrieval quality on the deterministic dataset (bench/retrieval_dataset.py), through the store.
 
 Loads the dataset into a fresh embedded PostgreSQL (one Writer key, every memory saved with its real
-vector, MiniLM's unless ``--backend`` says otherwise, ``created_at`` set from the dataset's age) and
+vector, MiniLM's unless ``--backend`` says otherwise, ``created_at`` set from the dataset's age;
+each question embedded as ``memory-mcp serve`` embeds it: ONNX Runtime's int8 copy unless
+``MEMORY_MCP_EMBEDDING_INT8_QUERIES=false``) and
 runs every query three ways: semantic only, full text only (what the embedder-down fallback gives)
 and hybrid. Prints recall@1/5/10 and MRR overall and per query kind, the tokens a caller gets back,
 and how often a corrected fact outranks its stale version. Two loads:
@@ -36,11 +38,19 @@ from typing import get_args
 import numpy as np
 import psycopg
 
-from bench.common import BenchDatabase, BenchServer, bench_server, machine, median, writer_contexts
+from bench.common import (
+    BenchDatabase,
+    BenchServer,
+    bench_server,
+    machine,
+    median,
+    server_embedder,
+    writer_contexts,
+)
 from bench.retrieval_dataset import QUERY_KINDS, BenchQuery, Dataset, build_dataset
 from memory_mcp.core.backends import DEFAULT_BACKEND, EmbeddingBackend
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.client import Embedder, make_embedder
+from memory_mcp.embedder.client import Embedder
 from memory_mcp.embedder.static import load_static_model
 from memory_mcp.store import memories, profile, search, validation
 from memory_mcp.store.db import Database
@@ -665,7 +675,7 @@ async def run(args: argparse.Namespace, server: BenchServer) -> None:
         f"dataset: seed {args.seed}, scale {args.scale}: {len(data.memories)} memories, {len(data.queries)} "
         f"queries, {len(data.spaces)} spaces; search {params}"
     )
-    embedder = await make_embedder(settings)
+    embedder = await server_embedder(settings)
     try:
         started = time.perf_counter()
         memory_vectors = dict(
