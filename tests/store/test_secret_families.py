@@ -695,6 +695,26 @@ FAMILIES: list[tuple[str, str, str]] = [
         'echo "tiger" | docker login -u app --password-stdin',
         'echo "$CR_PAT" | docker login ghcr.io -u USERNAME --password-stdin',
     ),
+    (
+        "a setter given a password literal",
+        'dataSource.setPassword("tiger");',
+        "dataSource.setPassword(config.getPassword());",
+    ),
+    (
+        "a builder given a password literal",
+        'builder.password("tiger")',
+        'account.reset_password("alice@example.com")',
+    ),
+    (
+        "a login call with two literals",
+        'smtp.login("alerts@example.com", "tiger")',
+        'client.login("app", password)',
+    ),
+    (
+        "basic auth with two literals",
+        "HTTPBasicAuth('app', 'tiger')",
+        "HTTPBasicAuth('app', os.environ['API_PASSWORD'])",
+    ),
 ]
 
 

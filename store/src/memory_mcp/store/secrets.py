@@ -1100,7 +1100,10 @@ def _plain_password(value: str) -> bool:
         return False
     if _PASSWORD_WORD_ALONE.fullmatch(lowered) or _TECH_TERM.fullmatch(value) or _VERSION.fullmatch(value):
         return False
-    return not _PREFIX_STUB.fullmatch(value)
+    return not _PREFIX_STUB.fullmatch(value) and not _EMAIL.fullmatch(value)
+
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def _plain_password_assigned(match: re.Match[str]) -> bool:
@@ -1313,6 +1316,19 @@ _DOCKERFILE_ENV = (
 _ECHO_STDIN = (
     r"""(?:echo|printf)[ \t]+(?:-[ne][ \t]+)?(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|]{1,200})[ \t]*\|"""
     r"""[^\n|]{0,120}?--password-stdin"""
+)
+
+
+# A setter or builder given a password literal (``ds.setPassword("...")``, ``.withPassword("...")``,
+# ``builder.password("...")``), and a login or basic-auth call given a user and a password as two
+# literals (``smtp.login("user", "...")``, ``HTTPBasicAuth("user", "...")``, ``auth=("user", "...")``).
+_PASSWORD_SETTER = (
+    r"""(?:(?:set|with|use)_?(?:passwor[dt]|passwd|pwd|passphrase)|(?<=\.)(?:password|passwd|passphrase))"""
+    r"""[ \t]*\([ \t]*(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')[ \t]*\)"""
+)
+_LOGIN_CALL = (
+    r"""(?:\.login|basicauth|\bauth[ \t]*=[ \t]*)[ \t]*\([ \t]*(?:"[^"\n]{1,200}"|'[^'\n]{1,200}')[ \t]*,"""
+    r"""[ \t]*(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')[ \t]*\)"""
 )
 
 
@@ -2732,6 +2748,20 @@ _RULES: tuple[_Rule, ...] = (
         _value(_plain_or_strong),
         hints=("--password-stdin",),
         anchors=("echo", "printf"),
+    ),
+    _any_case(
+        "password_assignment",
+        _PASSWORD_SETTER,
+        _value(_plain_or_strong),
+        hints=("password(", "passwd(", "pwd(", "passphrase(", "passwort("),
+        anchors=("set", "with", "use", "password", "passwd", "passphrase"),
+    ),
+    _any_case(
+        "password_assignment",
+        _LOGIN_CALL,
+        _value(_plain_or_strong),
+        hints=("login", "basicauth", "auth=", "auth ="),
+        anchors=(".login", "basicauth", "auth"),
     ),
     # A ``.netrc`` entry: ``machine HOST login USER password PASSWORD``, on one line or several.
     _any_case("password_assignment", _NETRC, _value(_typed_password), anchors=("machine",)),
