@@ -137,6 +137,13 @@ async def writer_contexts(db: Database, space_keys: Sequence[str]) -> dict[str, 
     return {key: identity.resolve_space(caller, key) for key in space_keys}
 
 
+def questions_through_int8(embedder: Embedder) -> bool:
+    """Whether ``embedder`` embeds a question through the model's int8 copy."""
+    if not isinstance(embedder, LocalEmbedder):
+        return False
+    return embedder.model.short_runtime == "onnxruntime" and embedder.model.queries_differ
+
+
 async def server_embedder(settings: Settings) -> Embedder:
     """The in-process embedder as ``memory-mcp serve`` makes it: short passes through ONNX Runtime
     and questions through its int8 copy (unless the settings turn it off), waited for, so that
@@ -144,11 +151,8 @@ async def server_embedder(settings: Settings) -> Embedder:
     embedder = await make_embedder(settings, short_passes_on_onnx=True)
     if isinstance(embedder, LocalEmbedder):
         await asyncio.to_thread(embedder.model.short_runtime_settled.wait)
-        model = embedder.model
-        int8 = model.short_runtime == "onnxruntime" and model.queries_differ
-        print(
-            f"questions embedded as a server embeds them: {model.short_runtime}{', int8 copy' if int8 else ''}"
-        )
+        int8 = ", int8 copy" if questions_through_int8(embedder) else ""
+        print(f"questions embedded as a server embeds them: {embedder.model.short_runtime}{int8}")
     return embedder
 
 

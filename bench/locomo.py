@@ -25,7 +25,9 @@ Tuning happens on the first five conversations (``--split dev``, the default); t
 Baselines in the same run over the same turns: BM25 (``bm25s``), the model's cosine (the same vectors),
 and the two fused by plain reciprocal rank (k = 60); unless ``--no-static``, also the static
 embedding's cosine and the plain RRF of all three signals. ``--vectors FILE.npz`` keeps the model's
-vectors between runs, so that tuning reruns skip the embedding.
+vectors between runs, so that tuning reruns skip the embedding. Questions are embedded as
+``memory-mcp serve`` embeds them (through the model's int8 copy, unless
+``MEMORY_MCP_EMBEDDING_INT8_QUERIES=false``); the file keeps both kinds apart.
 
     python -m bench.locomo PATH [--split dev|heldout|all] [--via store,mcp]
     python -m bench.locomo PATH --via store --variant base: --variant deep:candidates=100
@@ -61,10 +63,18 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from bench.common import bench_server, machine, percentile, serve_process, writer_contexts
+from bench.common import (
+    bench_server,
+    machine,
+    percentile,
+    questions_through_int8,
+    serve_process,
+    server_embedder,
+    writer_contexts,
+)
 from bench.retrieval import parse_params
 from memory_mcp.core.settings import Settings
-from memory_mcp.embedder.client import Embedder, make_embedder
+from memory_mcp.embedder.client import Embedder
 from memory_mcp.embedder.static import StaticModel, load_static_model
 from memory_mcp.store import documents as docs
 from memory_mcp.store import extractors, intent, memories, pipeline, search
@@ -292,8 +302,10 @@ async def model_vectors(
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The model's vectors of every turn (a matrix per conversation) and question; with ``cache``
     (a .npz file), read from it when it holds them all, written to it otherwise. Tuning reruns
-    then skip the embedding, which on a busy 2-core machine is most of a run."""
-    cached = _read_vectors(cache, conversations) if cache is not None else None
+    then skip the embedding, which on a busy 2-core machine is most of a run. Questions embedded
+    through the int8 copy are kept apart from exact ones (``query-int8/``), so one file holds both."""
+    kind = "query-int8" if questions_through_int8(embedder) else "query"
+    cached = _read_vectors(cache, conversations, kind) if cache is not None else None
     if cached is not None:
         print(f"model vectors read from {cache}")
         return cached
@@ -307,16 +319,25 @@ async def model_vectors(
         for q in c.questions
     }
     if cache is not None:
-        np.savez(
-            cache,
-            **{f"turns/{k}": v for k, v in turns.items()},
-            **{f"query/{k}": v for k, v in queries.items()},
-        )
+        _write_vectors(cache, turns, kind, queries)
     return turns, queries
 
 
+def _write_vectors(
+    cache: Path, turns: dict[str, np.ndarray], kind: str, queries: dict[str, np.ndarray]
+) -> None:
+    """Write the vectors into ``cache``, keeping what it holds of other questions' kinds."""
+    kept = dict(np.load(cache)) if cache.exists() else {}
+    np.savez(
+        cache,
+        **kept,
+        **{f"turns/{k}": v for k, v in turns.items()},
+        **{f"{kind}/{k}": v for k, v in queries.items()},
+    )
+
+
 def _read_vectors(
-    cache: Path, conversations: Sequence[Conversation]
+    cache: Path, conversations: Sequence[Conversation], kind: str
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
     if not cache.exists():
         return None
@@ -325,7 +346,7 @@ def _read_vectors(
         c.sample_id: stored[f"turns/{c.sample_id}"] for c in conversations if f"turns/{c.sample_id}" in stored
     }
     questions = [q.text for c in conversations for q in c.questions]
-    queries = {q: stored[f"query/{q}"] for q in questions if f"query/{q}" in stored}
+    queries = {q: stored[f"{kind}/{q}"] for q in questions if f"{kind}/{q}" in stored}
     if len(turns) < len(conversations) or len(queries) < len(set(questions)):
         return None
     return turns, queries
@@ -662,7 +683,7 @@ async def run(
         f"({', '.join(c.sample_id for c in conversations)}), "
         f"{sum(len(c.turns) for c in conversations)} turns, {sum(len(c.questions) for c in conversations)} questions"
     )
-    embedder = await make_embedder(settings)
+    embedder = await server_embedder(settings)
     try:
         started = time.perf_counter()
         turn_vectors, query_vectors = await model_vectors(embedder, conversations, args.vectors)
