@@ -120,6 +120,11 @@ Rules
    Vietnamese, and Japanese, Chinese and Korean with their particles (``パスワードはX``, ``密码是X``,
    ``비밀번호는 X``); and the value before the word: "use X as the password", "nimm X als Passwort",
    "prends X comme mot de passe", "X is the new password".
+   A plain word in a password's place is the password (`_plain_password`): quoted, in a password's
+   XML element or attribute, given to a setter or a login call, in a Dockerfile ``ENV``, a ``.netrc``
+   entry, SQL's ``IDENTIFIED BY``, or unquoted where it ends its line or field, and after a colon
+   only where the name starts its line (``password: letmein`` in a config file); unless it stands
+   for one (a status or type word, a code name, credential words alone, a password word).
 5. **Generic high entropy**: a random-looking string of 20+ characters (mixed case, or lowercase with
    digits; in ``Key=value`` the value alone) within a few words of a credential word on the same line: ``key``, ``secret``, ``token``,
    ``password``, ``credential`` and their equivalents in the languages above (``clé``, ``jeton``,
@@ -151,8 +156,9 @@ What does *not* count as a secret (so that notes *about* credentials can be save
   a third class of character, and not a hyphenated word such as ``OAuth2-compatible``; or a long
   random string. After a password word the bar is lower (6+ characters with a letter and a digit or
   a symbol inside: ``Passwort: Sommer2024``), minus technical terms and versions (``SHA256``,
-  ``Argon2id``, ``v2.3.1``). Quoted values containing spaces are treated as prose
-  (``{"password": "too short"}``), except four to eight words assigned with ``=`` (a passphrase).
+  ``Argon2id``, ``v2.3.1``), unless the name starts a config line and the word ends it (above).
+  Quoted values containing spaces are treated as prose (``{"password": "too short"}``), except four
+  to eight words assigned with ``=`` (a passphrase).
 - **Kubernetes-style names**: lowercase words joined by ``-`` or ``_`` (``existingSecret=memory-keys``)
   are references to a secret, not its value.
 
