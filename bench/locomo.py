@@ -327,13 +327,10 @@ def _write_vectors(
     cache: Path, turns: dict[str, np.ndarray], kind: str, queries: dict[str, np.ndarray]
 ) -> None:
     """Write the vectors into ``cache``, keeping what it holds of other questions' kinds."""
-    kept = dict(np.load(cache)) if cache.exists() else {}
-    np.savez(
-        cache,
-        **kept,
-        **{f"turns/{k}": v for k, v in turns.items()},
-        **{f"{kind}/{k}": v for k, v in queries.items()},
-    )
+    arrays = dict(np.load(cache)) if cache.exists() else {}
+    arrays.update({f"turns/{k}": v for k, v in turns.items()})
+    arrays.update({f"{kind}/{k}": v for k, v in queries.items()})
+    np.savez(cache, **arrays)
 
 
 def _read_vectors(
