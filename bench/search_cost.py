@@ -16,7 +16,8 @@ CPU milliseconds of each part (medians of ``--rounds`` rounds over the same ques
   the statements, decoding the rows, the fusion in Python;
 - ``pg``: PostgreSQL's CPU (every process of the cluster, read from /proc), and of it, from
   ``pg_stat_statements``, the execution time of the fusion statement, of the results' memory rows
-  with their short ids, and of everything else (transaction set-up, parse/bind, commit).
+  with their short ids, and of everything else (transaction set-up, parse/bind, commit), each with
+  its planning; ``pg: planning`` is the planning alone, all statements together.
 
 What it leaves out is the MCP request around a search (HTTP, session, JSON-RPC, the output schema,
 rendering): ``python -m bench.load`` measures the whole server process.
@@ -64,9 +65,16 @@ from memory_mcp.store.models import SpaceContext
 
 SPACE = "cost"
 # pg_stat_statements for the split of PostgreSQL's time by statement; the buffer cache holds 100k.
-SERVER_SETTINGS = {"shared_preload_libraries": "pg_stat_statements", "shared_buffers": "1GB"}
+# Planning is tracked too ("pg: planning"): a search's statements are prepared and run on a cached
+# generic plan, so it stays near 0 unless something makes them replan.
+SERVER_SETTINGS = {
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track_planning": "on",
+    "shared_buffers": "1GB",
+}
 SESSION = 30  # memories a writer saves in one sitting
 PARTS = ("embed", "static", "soft", "store", "pg")
+EXPLAIN_RUNS = 7  # --explain: the plan of the last run, a prepared statement's generic plan
 
 
 def texts_and_questions(size: int, questions: int) -> tuple[list[str], list[str | None], list[str]]:
@@ -279,12 +287,13 @@ async def one_round(
         spent.parts["store"] += t3 - t2b - (soft - soft_before)
         spent.parts["pg"] += pg_after - pg_before
     with psycopg.connect(superuser, autocommit=True) as conn:
-        for query, total_ms in conn.execute(
-            "SELECT query, total_exec_time + total_plan_time FROM pg_stat_statements"
+        for query, total_ms, plan_ms in conn.execute(
+            "SELECT query, total_exec_time + total_plan_time, total_plan_time FROM pg_stat_statements"
             " WHERE query NOT LIKE '%%pg_stat_statements%%'"
         ).fetchall():
             kind = statement_kind(query)
             spent.statements[kind] = spent.statements.get(kind, 0.0) + float(total_ms)
+            spent.statements["pg: planning"] = spent.statements.get("pg: planning", 0.0) + float(plan_ms)
     return spent
 
 
@@ -297,7 +306,12 @@ async def explain(
     question: str,
 ) -> None:
     """Print the plans (EXPLAIN ANALYZE, BUFFERS, by ``auto_explain`` in the cluster's log) of one
-    search's statements, run through the store's own call on a fresh connection."""
+    search's statements, run through the store's own call on a fresh connection.
+
+    The search runs ``EXPLAIN_RUNS`` times and the last run's plans are printed: the driver prepares
+    a statement on its fifth run on a connection and PostgreSQL settles on a generic plan after
+    five custom ones, so the last run shows the cached plan every search of a warm connection uses
+    (the first run's custom plan also pays the new connection's catalog look-ups)."""
     settings = {
         "session_preload_libraries": "auto_explain",
         "auto_explain.log_min_duration": "0",
@@ -312,28 +326,32 @@ async def explain(
         conn.execute("SELECT pg_reload_conf()")
     db = Database(bench_db.app_url, pool_size=1)
     try:
-        await search.search_memories(
-            db,
-            ctx,
-            question,
-            query_embedding=encode(model, [question], "query")[0].tolist(),
-            static_embedding=static.vectors([question])[0],
-            word_matches=static.soft_matches,
-        )
+        for _ in range(EXPLAIN_RUNS):
+            await search.search_memories(
+                db,
+                ctx,
+                question,
+                query_embedding=encode(model, [question], "query")[0].tolist(),
+                static_embedding=static.vectors([question])[0],
+                word_matches=static.soft_matches,
+            )
     finally:
         await db.close()
         with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
             for name in settings:
                 conn.execute(f"ALTER SYSTEM RESET {name}")
             conn.execute("SELECT pg_reload_conf()")
-    print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the search statements for: {question}")
+    print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the search statements for: {question} (run {EXPLAIN_RUNS})")
     with log.open(errors="replace") as f:
         f.seek(seen)
         text = f.read()
+    last: dict[str, list[str]] = {}
     for plan in text.split("LOG:  duration: ")[1:]:
         lines = plan.splitlines()
-        if not any("ranked" in line or "ref_len" in line for line in lines[:3]):
-            continue  # the transaction's settings
+        kinds = [k for k in ("ranked", "ref_len") if any(k in line for line in lines[:3])]
+        if kinds:  # not the transaction's settings
+            last[kinds[0]] = lines
+    for lines in last.values():
         print(f"\nstatement: {lines[0]}")
         for line in lines[2:]:
             if line.startswith("\t") or line.startswith(" "):
