@@ -7,7 +7,7 @@ import dataclasses
 import math
 import random
 import uuid
-from collections import Counter
+from collections import Counter, namedtuple
 
 import pytest
 from sqlalchemy import text
@@ -639,3 +639,27 @@ async def test_a_memory_that_asks_ranks_below_the_answer_it_resembles(
     assert [(h.memory.id, h.score) for h in by_keyword.hits] == [
         (h.memory.id, h.score) for h in unpenalised.hits
     ]
+
+
+def test_the_ranking_reads_each_neighbour_pair_both_ways() -> None:
+    """The fusion statement sends the neighbour pairs once, as two lists of places on the first row:
+    each side of a pair gains the context weight times the other's own score, a pair found from both
+    sides counts once, and a memory without neighbours keeps its own score."""
+    columns = ("r", "own", "asks", "words", "cov", "near_a", "near_b", "qwords", "qidf", "total")
+    Row = namedtuple("Row", columns)  # the driver's rows are named tuples too
+    blank = dict(
+        asks=False, words=None, cov=0.0, near_a=None, near_b=None, qwords=None, qidf=None, total=None
+    )
+    rows = [
+        Row(**{**blank, "r": 1, "own": 0.9, "near_a": [1, 3, 3], "near_b": [3, 1, 2]}),
+        Row(**{**blank, "r": 2, "own": 0.5}),
+        Row(**{**blank, "r": 3, "own": 0.4}),
+        Row(**{**blank, "r": 4, "own": 0.3}),
+    ]
+    params = search.SearchParams()
+    w = params.context_weight
+    fused = {row.r: score for row, score in search._rank(rows, params, None, relevance=True)}
+    assert fused[1] == pytest.approx(0.9 + w * 0.4)
+    assert fused[2] == pytest.approx(0.5 + w * 0.4)
+    assert fused[3] == pytest.approx(0.4 + w * 0.9)
+    assert fused[4] == 0.3
