@@ -74,7 +74,7 @@ SERVER_SETTINGS = {
 }
 SESSION = 30  # memories a writer saves in one sitting
 PARTS = ("embed", "static", "soft", "store", "pg")
-EXPLAIN_RUNS = 7  # --explain: the plan of the last run, a prepared statement's generic plan
+EXPLAIN_RUNS = 12  # --explain: the plan of the last run, a prepared statement's generic plan
 
 
 def texts_and_questions(size: int, questions: int) -> tuple[list[str], list[str | None], list[str]]:
@@ -309,9 +309,10 @@ async def explain(
     search's statements, run through the store's own call on a fresh connection.
 
     The search runs ``EXPLAIN_RUNS`` times and the last run's plans are printed: the driver prepares
-    a statement on its fifth run on a connection and PostgreSQL settles on a generic plan after
-    five custom ones, so the last run shows the cached plan every search of a warm connection uses
-    (the first run's custom plan also pays the new connection's catalog look-ups)."""
+    a statement after five runs on a connection and PostgreSQL settles on a generic plan after five
+    custom ones, so the last run shows the cached plan every search of a warm connection uses (its
+    conditions read ``$1``, not the values; the first run's custom plan also pays the new
+    connection's catalog look-ups)."""
     settings = {
         "session_preload_libraries": "auto_explain",
         "auto_explain.log_min_duration": "0",
