@@ -273,7 +273,8 @@ async def run_node_clients(
     questions: str = "fixed",
 ) -> list[float]:
     """The same with the TypeScript SDK client, in a Node.js process of its own."""
-    arguments = json.dumps(argument_choices(tool, questions))
+    # On its standard input: thousands of varied questions are longer than a command line may be.
+    arguments = json.dumps(argument_choices(tool, questions)).encode()
     node = await asyncio.create_subprocess_exec(
         "node",
         str(NODE_CLIENT),
@@ -282,11 +283,14 @@ async def run_node_clients(
         tool,
         str(clients),
         str(seconds),
-        arguments,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert node.stderr is not None
+    assert node.stdin is not None and node.stderr is not None
+    node.stdin.write(arguments)
+    await node.stdin.drain()
+    node.stdin.close()
     before = b""  # anything Node.js writes before the script's clock starts (warnings, a failure)
     async for line in node.stderr:
         if line.strip() == b"started":

@@ -1,4 +1,4 @@
-// Usage: node load.mjs <mcp url> <api key> <tool> <clients> <seconds> <argument choices as JSON>
+// Usage: node load.mjs <mcp url> <api key> <tool> <clients> <seconds> < <argument choices as JSON>
 // Runs <clients> concurrent TypeScript SDK MCP clients calling one tool in a closed loop for
 // <seconds>, timed from when every session is open and has made one call, each call with one of
 // the argument objects picked at random, and prints the latencies (milliseconds) as one JSON
@@ -15,7 +15,10 @@ const require = createRequire(path.join(here, "../../tests/server/ts_client/pack
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
 const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
 
-const [url, key, tool, clients, seconds, argsJson] = process.argv.slice(2);
+import { readFileSync } from "node:fs";
+
+const [url, key, tool, clients, seconds] = process.argv.slice(2);
+const argsJson = readFileSync(0, "utf8"); // standard input: longer than a command line may be
 // The SDK adds an abort listener per request to a signal that lives as long as the session, which
 // Node reports as a possible leak after 1,500 calls; a load run makes thousands on purpose.
 setMaxListeners(0);
