@@ -72,7 +72,8 @@ before that round and after it, and are spent now (docs/security.md has both fig
   chosen before the run. The lines its rules report without the ML model (``no_ml.json``) that the
   model then drops are negatives: "CredSweeper's model says this is no credential".
 
-The blind corpus of round 5, never read while writing its rules and run once, after them: the
+The blind corpus of round 5, never read while writing its rules and run on the rules before that
+round and once after them (spent now): the
 custom patterns of GitHub's secret scanning (advanced-security/secret-scanning-custom-patterns, MIT,
 commit ``9b84660dfcad6cc3d0e2c40a1a5f61dd7edca4b9``). ``--github-patterns PATH`` reads a checkout:
 every ``patterns.yml``, each pattern's ``test`` data as a positive and each of its ``expected``
