@@ -1338,6 +1338,11 @@ _LOGIN_CALL = (
 )
 
 
+def _quoted_secret(raw: str) -> bool:
+    """A literal (quoted or not) whose value is a secret."""
+    return _assigned_value_is_secret(_unquote(raw)[0])
+
+
 def _plain_or_strong(raw: str) -> bool:
     value = _unquote(raw)[0]
     return _assigned_value_is_secret(value) or _plain_password(value)
@@ -2292,7 +2297,7 @@ def _env_default(match: re.Match[str]) -> bool:
     text, start = match.string, match.start()
     line_start = text.rfind("\n", 0, start) + 1
     named = _CREDENTIAL_NAME.search(match.group("name")) or _CREDENTIAL_NAME.search(text, line_start, start)
-    return named is not None and _assigned_value_is_secret(_unquote(match.group("v"))[0])
+    return named is not None and _quoted_secret(match.group("v"))
 
 
 # Azure's identifiable keys (storage, Cosmos DB, AI services, container registries, ...): 52
@@ -2680,7 +2685,7 @@ _RULES: tuple[_Rule, ...] = (
     _any_case(
         "basic_auth",
         r"""_auth[ \t]*=[ \t]*(?P<v>"[^"\n]{1,500}"|'[^'\n]{1,500}'|[^\s"'#;]{1,500})""",
-        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        _value(_quoted_secret),
         hints=("_auth",),
         not_after=string.ascii_letters + string.digits + "-",
     ),
@@ -2810,13 +2815,13 @@ _RULES: tuple[_Rule, ...] = (
         # Without ``-AsPlainText`` the literal is an encrypted standard string, which the account that
         # made it decrypts: a credential too. Flags may come first, quotes may be escaped.
         r"""convertto-securestring[ \t]+(?:-[a-z]+[ \t]+){0,3}\\?(?P<v>"[^"\n\\]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;)\\-][^\s"'|;)]{0,199})""",
-        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        _value(_quoted_secret),
         anchors=("convertto-securestring",),
     ),
     _Rule(
         "password_assignment",
         _CONNECT_CALL,
-        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        _value(_quoted_secret),
         anchors=("mysql_connect", "mysqli_connect", "new", "getconnection"),
     ),
     _any_case(
@@ -2842,7 +2847,7 @@ _RULES: tuple[_Rule, ...] = (
         "secret_assignment",
         r"""(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')[ \t]*[!=]==?[ \t]*[a-z0-9_.]*?"""
         rf"(?:{_COMPARED_NAMES})(?:[_-]?[0-9]{{1,2}})?(?![a-z0-9_-])",
-        lambda match: _assigned_value_is_secret(_unquote(match.group("v"))[0]),
+        _value(_quoted_secret),
         hints=("==", "!="),
     ),
     # ``softlayer_key = ...``, ``ibm-iam-key: ...``, ``--softlayer-api-key ...``: a key named after
@@ -2896,7 +2901,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "password_assignment",
         _C_DEFINE,
-        _value(lambda v: _assigned_value_is_secret(_unquote(v)[0])),
+        _value(_quoted_secret),
         hints=("#define",),
     ),
     _any_case("bearer_token", _AUTHORIZATION_VALUE, _value(_opaque_token), anchors=("authorization",)),
