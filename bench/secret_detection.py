@@ -4,7 +4,7 @@ held-out corpus and an external corpus separately, and time per call on 2,000-ch
 Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
 [--secretlint PATH] [--semgrep PATH] [--kingfisher PATH] [--trivy PATH] [--credsweeper PATH]
-[--github-patterns PATH]``.
+[--github-patterns PATH] [--ripsecrets PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -82,6 +82,14 @@ The folder of personal data (IBANs, card numbers, national ids) and the patterns
 credential (`GITHUB_PATTERNS_NOT_CREDENTIALS`: UUIDs, public SSH keys, internal e-mail addresses and
 URLs, IP addresses, unpinned Actions, registry typos) are left out, chosen before the run. The corpus
 has no negatives.
+
+The blind corpus of round 6: the test files of ripsecrets (sirwart/ripsecrets, MIT, commit
+``416e9d04d6ba8941fc3106bf986b6c8aa875767e``), never read while writing the rules; the loader was
+written from the folder's layout alone, and it is run on the rules before that round and once after
+them. ``--ripsecrets PATH`` reads a checkout's ``test/``: each non-empty line of a file under
+``one_per_line/`` as a positive and each file under ``one_per_file/`` as one, labelled by the file's
+name (its family), and each non-empty line of ``none`` as a negative. It prints counts and family
+names only, never a text.
 """
 
 from __future__ import annotations
@@ -618,6 +626,42 @@ def _report_github_patterns(root: Path) -> None:
     _report_by_kind(positives)
 
 
+RIPSECRETS_TEST = Path("test")
+
+
+def ripsecrets_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """ripsecrets' test files under ``root``: each line of ``test/one_per_line/<family>`` and each
+    file of ``test/one_per_file/`` as a positive labelled by its family (the file's name), each line
+    of ``test/none`` as a negative."""
+    folder = root / RIPSECRETS_TEST
+
+    def read(path: Path) -> str:
+        return path.read_text("utf-8", errors="replace")
+
+    positives: dict[str, str] = {}
+    for path in sorted((folder / "one_per_line").iterdir()):
+        if path.is_file():
+            for line in read(path).splitlines():
+                if line.strip():
+                    positives.setdefault(line.strip(), path.name)
+    for path in sorted((folder / "one_per_file").iterdir()):
+        if path.is_file() and read(path).strip():
+            positives.setdefault(read(path).strip(), path.name)
+    none = folder / "none"
+    negatives = (
+        {line.strip() for line in read(none).splitlines() if line.strip()} if none.is_file() else set()
+    )
+    return sorted(positives.items()), sorted(negatives - positives.keys())
+
+
+def _report_ripsecrets(root: Path) -> None:
+    """Counts and family names only: the corpus stays blind, so no text of it is printed."""
+    positives, negatives = ripsecrets_samples(root)
+    families = len({family for _, family in positives})
+    _report_outside(f"blind (ripsecrets test files, {families} families)", positives, negatives)
+    _report_by_kind(positives)
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -695,6 +739,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of advanced-security/secret-scanning-custom-patterns (blind corpus: run once)",
     )
+    parser.add_argument(
+        "--ripsecrets",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of sirwart/ripsecrets (blind corpus: counts only, run once before and once after)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -722,6 +772,8 @@ def main() -> None:
         _report_credsweeper(args.credsweeper)
     if args.github_patterns is not None:
         _report_github_patterns(args.github_patterns)
+    if args.ripsecrets is not None:
+        _report_ripsecrets(args.ripsecrets)
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

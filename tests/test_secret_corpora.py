@@ -15,6 +15,7 @@ from bench.secret_detection import (
     TRIVY_SECRET,
     credsweeper_samples,
     github_patterns_samples,
+    ripsecrets_samples,
     rule_examples,
     secretlint_samples,
     semgrep_samples,
@@ -227,3 +228,27 @@ def test_github_patterns_give_test_data_and_expected_lines_of_credential_pattern
         ("PASSWORD=BBB222", "env_passwords"),
     ]
     assert negatives == []
+
+
+def test_ripsecrets_lines_and_files_become_positives_by_family_and_none_lines_negatives(
+    tmp_path: Path,
+) -> None:
+    lines = tmp_path / "test" / "one_per_line"
+    files = tmp_path / "test" / "one_per_file"
+    lines.mkdir(parents=True)
+    files.mkdir()
+    (lines / "vendor").write_text("vendor_AAA111\n\n  vendor_BBB222  \n")
+    (lines / "other").write_text("other = CCC333\nvendor_AAA111\n")  # a repeat keeps its first family
+    (files / "block").write_text("-----BEGIN KEY-----\nDDD444\n-----END KEY-----\n")
+    (files / "empty").write_text("\n")
+    (tmp_path / "test" / "none").write_text("plain words\n\nid = 1234\nother = CCC333\n")
+    positives, negatives = ripsecrets_samples(tmp_path)
+    assert positives == sorted(
+        [
+            ("-----BEGIN KEY-----\nDDD444\n-----END KEY-----", "block"),
+            ("other = CCC333", "other"),
+            ("vendor_AAA111", "other"),
+            ("vendor_BBB222", "vendor"),
+        ]
+    )
+    assert negatives == ["id = 1234", "plain words"]  # a line that is also a positive is not a negative
