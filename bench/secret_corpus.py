@@ -1557,6 +1557,10 @@ def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
     look_alikes = random.Random(seed + 7)
     for template in _V7_LOOK_ALIKES:
         samples.extend(template(look_alikes) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
+    look_alikes = random.Random(seed + 9)
+    for template in _V9_LOOK_ALIKES:
+        samples.extend(template(look_alikes) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
+    samples += _V9_NEGATIVES
     return samples + list(_V5_NEGATIVES) + list(_V6_NEGATIVES) + list(_V7_NEGATIVES) + list(_V8_NEGATIVES)
 
 
@@ -1819,6 +1823,98 @@ _V8_NEGATIVES = (
     "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxKLxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo9z+40RQzuVaE8AkAFmxZzow3x+VJYKdjykkJ0iT9wCS0DRTXu269V264Vf/3jvredZiKRkgwlL9xNAwxXFg0x/XFw005UWVRIkdgcKWTjpBP2dPwVZ4WWC+9aGVd+Gyn1o0CLelf4rEjGoXbAAEgAqeGUxrcIlbjXfbcmwIDAQAB",
 )
 
+
+# Round 6: look-alikes of its families, written before its rules: subscripts assigned a reference,
+# Authorization headers that carry no token, commands and credential objects with no literal
+# password, YAML blocks and continued lines of references, table rows of types and descriptions,
+# Jenkins' header alone, and hex after the name of a key that is not a credential.
+_V9_NEGATIVES = (
+    'form["password"] = request.args.get("pw")',
+    "data['password'] = password",
+    'errors["password"] = "too short"',
+    "errors['password'] = 'Password is required'",
+    'labels["password"] = "Passwort"',
+    'params["token"] = token',
+    'os.environ["DB_PASSWORD"] = getpass.getpass()',
+    'config["api_key"] = os.environ["API_KEY"]',
+    "ENV['API_KEY'] = ENV.fetch('VAULT_API_KEY')",
+    "$_POST['password'] = '';",
+    'session["token"] = None',
+    'headers["Authorization"] = f"Bearer {token}"',
+    "settings['SECRET_KEY'] = '<generate one with openssl rand -hex 32>'",
+    'user["password"] = hash_password(raw)',
+    'Authorization: Digest username="Mufasa", realm="testrealm@host.com", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093"',
+    "Authorization: Splunk ${SPLUNK_HEC_TOKEN}",
+    '-H "Authorization: GenieKey $OPSGENIE_API_KEY"',
+    "authorization: pending review by the security-team-lead",
+    "Authorization: Token <your-token-here>",
+    "Authorization: SSWS {{ okta_api_token }}",
+    'WWW-Authenticate: Bearer realm="api", error="invalid_token"',
+    "Authorization header: required on every call after 2024-05-01T00:00:00Z",
+    'Authorization: Basic realm="internal"',
+    'curl -X POST https://api.example.com/v1/token \\\n  -u "$CLIENT_ID:$CLIENT_SECRET"',
+    "docker run --rm \\\n  -e DB_PASSWORD \\\n  app:latest",
+    "password: |\n  {{ vault_db_password }}",
+    "password: >-\n  ${DB_PASSWORD}",
+    "token: |\n  see the runbook for how to rotate it",
+    "description: |\n  The password is rotated by the vault agent every 24 hours.",
+    'print("mysql -p prompts for the password")',
+    'help = "use sshpass -p only in tests"',
+    'cmd = "mysql -u app -p"',
+    'subprocess.run(["mysql", "-u", "app", "-p", db_name])',
+    'system("psexec \\\\host -u admin -p %PSEXEC_PASSWORD% cmd")',
+    "cmd /c psexec \\\\host -u admin -p $env:PSEXEC_PASSWORD hostname",
+    "new NetworkCredential(user, password)",
+    'new NetworkCredential("svc-reader", SecureStringFromVault())',
+    'new DirectoryEntry("LDAP://dc01.corp.local")',
+    'new NetworkCredential("", "")',
+    'new UsernamePasswordCredentials("user", "")',
+    'new DirectoryEntry("LDAP://OU=Users,DC=corp,DC=local", null, null, AuthenticationTypes.Secure)',
+    'new NetworkCredential("svc", "changeme")',
+    'new PasswordAuthentication(props.getProperty("mail.user"), props.getProperty("mail.password").toCharArray())',
+    "new DefaultAzureCredential()",
+    'ClientSecretCredential("tenant-id", "client-id", os.environ["AZURE_CLIENT_SECRET"])',
+    "<secret>{AQAAABAAAA...}</secret>",
+    "<secret>{AQAAABAAAA your-secret-here}</secret>",
+    "<secret>{AQAAABAAAA ${JENKINS_SECRET}}</secret>",
+    "| Password | Strength |",
+    "| password | min 12 chars, 1 digit |",
+    "| token | v2.3.1-rc1 |",
+    "| secret | db-credentials-v2 |",
+    "| sort key | created_at#2024-05-01 |",
+    "| Partition key | tenant_42#2024 |",
+    "| API key | X-Api-Key |",
+    "| secret | AES256-GCM |",
+    "| password | sha256 |",
+    "| password | ******** |",
+    "| password | ${DB_PASSWORD} |",
+    "| password | string | yes | the user's password |",
+    "| api_key | str | The key from the dashboard |",
+    "| token_ttl | 3600 |",
+    "| Secret | Where it lives |",
+    "| Idempotency key | 01HV6ZJ8Q5X3K2M4N7P9R0S1T2 |",
+    "| Cache key | user:42:profile:v3 |",
+    "Telegram chat -1001234567890 gets the alerts; the bot token lives in Vault.",
+    "tgram://{bot_token}/{chat_id} is the Apprise URL form.",
+    "sonar.login=${SONAR_TOKEN}",
+    "sonar.login is deprecated; use sonar.token",
+    "sonar.projectKey=acme_billing-service",
+    "vault operator unseal $UNSEAL_KEY_1",
+    "Vault needs 3 of 5 keys to unseal; the keys are in the safe.",
+    "Dropbox short-lived tokens start with sl. and expire after four hours.",
+)
+_V9_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
+    lambda r: f"The cache key is {_chars(r, 32, _HEX)} for that page.",
+    lambda r: f"The GPG key is {_chars(r, 40, _HEX).upper()}; import it before verifying the tags.",
+    lambda r: f"Object key: {_chars(r, 32, _HEX)}",
+    lambda r: f"Idempotency key: {_chars(r, 32, _HEX)}",
+    lambda r: f"The row key is {_chars(r, 32, _HEX)} in the audit table.",
+    lambda r: f"The image key is {_chars(r, 64, _HEX)} in the layer cache.",
+    lambda r: f"| Commit | {_chars(r, 40, _HEX)} |",
+    lambda r: f"| Request id | {_uuid(r)} |",
+    lambda r: f"| GPG key | {_chars(r, 16, _HEX).upper()} |",
+    lambda r: f'Authorization: Digest username="bot", nonce="{_chars(r, 32, _HEX)}"',
+)
 
 _V5_NEGATIVES = (
     "Tailscale keys look like tskey-auth-<id>-<secret>; ours live in the CI vault.",
