@@ -1083,6 +1083,65 @@ _V8_POSITIVES: tuple[_Family, ...] = (
     ("basic_auth", lambda r: r.choice(_PLAIN_PASSWORDS), ("curl -u deploy:{s} https://api.example.com/v1",)),
 )
 
+# Round 6: the shapes that the spent outside corpora's misses showed, in general form.
+_V9_POSITIVES: tuple[_Family, ...] = (
+    (
+        "password_assignment",
+        lambda r: _password(r),
+        (
+            "config['password'] = '{s}'",
+            "$_ENV['DB_PASSWORD'] = '{s}';",
+            "db:\n  password: |\n    {s}\n  port: 5432",
+            "| DB password | {s} |",
+            'new NetworkCredential("svc-backup", "{s}");',
+            'new DirectoryEntry("LDAP://dc01.corp.local", "CORP\\\\svc", "{s}")',
+            'new PasswordAuthentication("mailer", "{s}".toCharArray());',
+        ),
+    ),
+    ("password_assignment", lambda r: r.choice(_PLAIN_PASSWORDS), ('ENV["DB_PASSWORD"] = "{s}"',)),
+    (
+        "cli_password",
+        lambda r: r.choice(_PLAIN_PASSWORDS),
+        (
+            'system("psexec \\\\\\\\10.0.4.17 -u Administrator -p {s} shutdown -r");',
+            "cmd.exe /c psexec \\\\10.0.4.17 -u svc -p {s} hostname",
+        ),
+    ),
+    (
+        "secret_assignment",
+        lambda r: _chars(r, 32, _HEX),
+        (
+            "os.environ[\"OPENAI_API_KEY\"] = '{s}'",
+            "apiKey |{s}",
+            "Your Acme key is {s}, which the client needs.",
+        ),
+    ),
+    ("secret_assignment", lambda r: _chars(r, 16, _B62), ("<secret>{{AQAAABAAA {s}}}</secret>",)),
+    (
+        "secret_assignment",
+        lambda r: base64.b64encode(r.randbytes(33)).decode(),
+        ("vault operator unseal {s}",),
+    ),
+    (
+        "bearer_token",
+        lambda r: _uuid(r),
+        ("Authorization: Splunk {s}", 'curl -H "Authorization: Splunk {s}" https://hec.example.com:8088'),
+    ),
+    ("bearer_token", lambda r: _chars(r, 40, _B64URL), ("Authorization: SSWS 00{s}",)),
+    (
+        "basic_auth",
+        lambda r: f"{_chars(r, 20, _B62)}:{_chars(r, 40, _B62)}",
+        ("curl -X POST https://api.example.com/oauth2/token \\\n  -u {s}",),
+    ),
+    (
+        "service_token",
+        lambda r: f"{r.randint(10**8, 10**10 - 1)}:{_chars(r, 35, _B64URL)}",
+        ("tgram://{s}/-100123", "Telegram bot: {s}"),
+    ),
+    ("service_token", lambda r: _chars(r, 40, _HEX), ("mvn sonar:sonar -Dsonar.login={s}",)),
+    ("service_token", lambda r: "sl." + _chars(r, 138, _B64URL), ("DROPBOX_TOKEN = '{s}'",)),
+)
+
 
 def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     """Fake credentials in memory-like sentences: ``(text, expected kind)``, four or more per kind."""
@@ -1091,6 +1150,7 @@ def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     samples += _fill(_V5_POSITIVES, random.Random(seed + 5), 2)
     samples += _fill(_V6_POSITIVES, random.Random(seed + 6), 2)
     samples += _fill(_V8_POSITIVES, random.Random(seed + 8), 2)
+    samples += _fill(_V9_POSITIVES, random.Random(seed + 9), 2)
     return samples + _fill(_V4_POSITIVES, random.Random(seed + 4), 2)
 
 
