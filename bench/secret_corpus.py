@@ -1140,6 +1140,20 @@ _V9_POSITIVES: tuple[_Family, ...] = (
     ),
     ("service_token", lambda r: _chars(r, 40, _HEX), ("mvn sonar:sonar -Dsonar.login={s}",)),
     ("service_token", lambda r: "sl." + _chars(r, 138, _B64URL), ("DROPBOX_TOKEN = '{s}'",)),
+    (
+        "secret_assignment",
+        lambda r: _chars(r, 32, _HEX),
+        ('buildConfigField "String", "MAPS_API_KEY", "\\"{s}\\""', "const apiKey =\n  '{s}';"),
+    ),
+    ("password_assignment", lambda r: _password(r), ('const dbPassword =\n  "{s}";',)),
+    ("service_token", lambda r: "phx_" + _chars(r, 43, _B62), ("PostHog key for the exporter: {s}",)),
+    (
+        "service_token",
+        lambda r: base64.b64encode(
+            json.dumps({"k": _chars(r, 32, _B62), "n": "ci", "id": 1}, separators=(",", ":")).encode()
+        ).decode()[:52],
+        ("{s}",),
+    ),
 )
 
 
@@ -1962,6 +1976,18 @@ _V9_NEGATIVES = (
     "vault operator unseal $UNSEAL_KEY_1",
     "Vault needs 3 of 5 keys to unseal; the keys are in the safe.",
     "Dropbox short-lived tokens start with sl. and expire after four hours.",
+    'const message =\n  "Set the password in the vault, never here.";',
+    "const apiKey =\n  process.env.API_KEY;",
+    'const apiKeyHeader =\n  "X-Api-Key";',
+    'password_hint =\n  "the name of the first pet"',
+    'buildConfigField "String", "API_KEY", "\\"${apiKey}\\""',
+    'buildConfigField "String", "API_KEY", "\\"\\""',
+    'buildConfigField "String", "API_KEY", "\\"REPLACE_ME\\""',
+    'buildConfigField "String", "API_KEY", System.getenv("API_KEY")',
+    'buildConfigField("String", "TOKEN_URL", "\\"https://auth.example.com/token\\"")',
+    "PostHog project keys start with phc_ and personal API keys with phx_; only phc_ goes in the page.",
+    "Grafana's old API keys start with eyJrIjoi (base64 of a JSON object); service account tokens with glsa_.",
+    "Cloudflare origin CA keys start with v1.0- and are shown once.",
 )
 _V9_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
     lambda r: f"The cache key is {_chars(r, 32, _HEX)} for that page.",
