@@ -715,6 +715,119 @@ FAMILIES: list[tuple[str, str, str]] = [
         "HTTPBasicAuth('app', 'tiger')",
         "HTTPBasicAuth('app', os.environ['API_PASSWORD'])",
     ),
+    # Round 6.
+    (
+        "a password assigned to a subscript",
+        "config['password'] = 'Harbour!Light7'",
+        "errors['password'] = 'Password is required'",
+    ),
+    (
+        "a key assigned to an environment subscript",
+        f'os.environ["OPENAI_API_KEY"] = "{_random(32, _HEX, seed=120)}"',
+        'os.environ["OPENAI_API_KEY"] = getpass.getpass()',
+    ),
+    (
+        "a UUID after an Authorization scheme of one service",
+        f"Authorization: Splunk {_UUID}",
+        "Authorization: Splunk ${SPLUNK_HEC_TOKEN}",
+    ),
+    (
+        "a token after any Authorization scheme (Bot, SSWS, Klaviyo-API-Key)",
+        f"Authorization: Bot {_random(40, seed=121)}",
+        'Authorization: Digest username="bot", realm="api", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093"',
+    ),
+    (
+        "curl -u on a continued line",
+        f"curl -X POST https://api.example.com/oauth2/token \\\n  -u {_random(20, seed=122)}:{_random(40, seed=123)}",
+        'curl -X POST https://api.example.com/oauth2/token \\\n  -u "$CLIENT_ID:$CLIENT_SECRET"',
+    ),
+    (
+        "a password in a YAML block scalar",
+        "\ndb:\n  password: |\n    Harbour!Light7\n  port: 5432",
+        "\ndb:\n  password: |\n    {{ vault_db_password }}\n  port: 5432",
+    ),
+    (
+        "a literal a formatter moved to the next line",
+        f'const apiKey =\n  "{_random(34, seed=124)}";',
+        "const apiKey =\n  process.env.API_KEY;",
+    ),
+    (
+        "a command inside a string literal of code",
+        'system("psexec \\\\\\\\10.0.4.17 -u Administrator -p braksha shutdown -r");',
+        'print("mysql -p prompts for the password")',
+    ),
+    (
+        "a command after cmd /c",
+        "cmd.exe /c psexec \\\\10.0.4.17 -u svc -p braksha hostname",
+        "cmd /c psexec \\\\10.0.4.17 -u svc -p %PSEXEC_PASSWORD% hostname",
+    ),
+    (
+        "a credential object built from literals",
+        'new NetworkCredential("svc-backup", "Harbour!Light7");',
+        'new NetworkCredential("svc-backup", SecureStringFromVault());',
+    ),
+    (
+        "a directory entry with a user and a password",
+        'new DirectoryEntry("LDAP://dc01.corp.local", "CORP\\\\svc", "Rrhh1234")',
+        'new DirectoryEntry("LDAP://OU=Users,DC=corp,DC=local", null, null, AuthenticationTypes.Secure)',
+    ),
+    (
+        "a Jenkins secret with its header and a word beside it",
+        f"<secret>{{AQAAABAAA {_random(16, seed=125)}}}</secret>",
+        "<secret>{AQAAABAAAA your-secret-here}</secret>",
+    ),
+    (
+        "a password in a table row",
+        "\n| DB password | Harbour!Light7 |",
+        "\n| password | string | yes | the user's password |",
+    ),
+    (
+        "a key in a table row",
+        f"\napiKey |{_random(40, _HEX, seed=126)}",
+        f"\n| Commit | {_random(40, _HEX, seed=126)} |",
+    ),
+    (
+        "a Telegram bot token without its AA",
+        f"tgram://{1234567890}:{_random(35, seed=127)}/-100123",
+        "tgram://{bot_token}/{chat_id} is the Apprise URL form.",
+    ),
+    (
+        "sonar.login with a token",
+        f"mvn sonar:sonar -Dsonar.login={_random(40, _HEX, seed=128)}",
+        "mvn sonar:sonar -Dsonar.login=${SONAR_TOKEN}",
+    ),
+    (
+        "a Vault unseal key",
+        f"vault operator unseal {base64.b64encode(random.Random(129).randbytes(33)).decode()}",
+        "vault operator unseal $UNSEAL_KEY_1",
+    ),
+    (
+        "hex after the name of a service's key",
+        f"Your Acme key is {_random(32, _HEX, seed=130)}, which the client needs.",
+        f"The cache key is {_random(32, _HEX, seed=130)} for that page.",
+    ),
+    (
+        "Android's buildConfigField",
+        f'buildConfigField "String", "API_KEY", "\\"{_random(32, _HEX, seed=131)}\\""',
+        'buildConfigField "String", "API_KEY", System.getenv("API_KEY")',
+    ),
+    (
+        "a Dropbox short-lived token",
+        f"DROPBOX_TOKEN = 'sl.{_random(138, _B62 + '-_', seed=132)}'",
+        "Dropbox short-lived tokens start with sl. and expire after four hours.",
+    ),
+    (
+        "a PostHog personal API key",
+        f"PostHog key for the exporter: phx_{_random(43, seed=133)}",
+        f"PostHog project key for the page: phc_{_random(43, seed=133)}",
+    ),
+    (
+        "a Grafana API key cut short",
+        base64.b64encode(
+            json.dumps({"k": _random(32, seed=134), "n": "ci", "id": 1}, separators=(",", ":")).encode()
+        ).decode()[:52],
+        "Grafana's old API keys start with eyJrIjoi; service account tokens with glsa_.",
+    ),
 ]
 
 

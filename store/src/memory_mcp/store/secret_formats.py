@@ -70,7 +70,8 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     ),
     TokenFormat("service_token", "Alibaba Cloud access key id", "LTAI", r"[A-Za-z0-9]{12,20}"),
     TokenFormat("service_token", "Amazon Bedrock API key", "ABSK", r"[A-Za-z0-9+/]{109,269}={0,2}"),
-    TokenFormat("service_token", "Cloudflare origin CA key", "v1.0-", r"[a-f0-9]{24}-[a-f0-9]{146}"),
+    # Cloudflare's origin CA keys: 24 hex, then 146; read with wider bounds (copies with a longer first part).
+    TokenFormat("service_token", "Cloudflare origin CA key", "v1.0-", r"[a-z0-9]{24,64}-[a-f0-9]{100,200}"),
     *(
         TokenFormat("service_token", "Fly.io", prefix, body)
         for prefix, body in (
@@ -143,7 +144,8 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
     # Monitoring and developer tools.
     TokenFormat("service_token", "Grafana service account", "glsa_", r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
     TokenFormat("service_token", "Grafana Cloud", "glc_", r"[A-Za-z0-9+/]{32,}={0,2}"),
-    TokenFormat("service_token", "Grafana API key", "eyJrIjoi", r"[A-Za-z0-9]{70,400}={0,2}"),
+    TokenFormat("service_token", "Grafana API key", "eyJrIjoi", r"[A-Za-z0-9]{40,400}={0,2}"),
+    TokenFormat("service_token", "PostHog personal API key", "phx_", r"[A-Za-z0-9_]{40,}"),
     TokenFormat("service_token", "New Relic user API key", "NRAK-", r"[A-Z0-9]{27}"),
     TokenFormat("service_token", "New Relic insert key", "NRII-", r"[A-Za-z0-9_-]{32}"),
     TokenFormat("service_token", "Sentry user token", "sntryu_", r"[a-f0-9]{64}"),
@@ -170,6 +172,7 @@ TOKEN_FORMATS: tuple[TokenFormat, ...] = (
         for prefix in ("squ_", "sqp_", "sqa_")
     ),
     TokenFormat("service_token", "Docker Swarm join token", "SWMTKN-1-", r"[a-z0-9]{50}-[a-z0-9]{25}"),
+    TokenFormat("service_token", "Dropbox short-lived access token", "sl.", r"(?:u\.)?[A-Za-z0-9_-]{130,}"),
     TokenFormat("service_token", "Akamai client token", "akab-", r"[a-z0-9]{16}-[a-z0-9]{16}"),
     TokenFormat("service_token", "NuGet", "oy2", r"[a-z0-9]{43}"),
     TokenFormat(

@@ -11,9 +11,12 @@ folds fullwidth and mathematical letters, and look-alikes inside Latin words (``
 Cyrillic ``р``, ``ɡhp_`` with IPA ``ɡ``, Armenian, Cherokee, small capitals...) are folded to ASCII by
 a confusable skeleton taken from Unicode's confusables data (UTS #39). Words wholly in another script
 are left alone, so ``пароль`` stays a word the rules know. A blank inside a token (braille blank,
-ideographic or thin space) is tried both ways: as a blank, and removed (`_variants`). Base64 in the
-text is decoded once and read again: a token or an ``id:secret`` pair inside it is refused, and so is
-a PEM body whose BEGIN/END lines were left out (its DER opens like a private key's).
+ideographic or thin space) is tried both ways: as a blank, and removed (`_variants`). A value
+continued on the next line is read joined as well: a shell command broken with a backslash, a
+YAML block scalar (``password: |`` and the value indented below), a literal that a formatter moved
+below its ``=``. Base64 in the text is decoded once and read again: a token or an ``id:secret``
+pair inside it is refused, and so is a PEM body whose BEGIN/END lines were left out (its DER opens
+like a private key's).
 
 Rules
 -----
@@ -67,7 +70,9 @@ Rules
    tokens (by the encoded opening of their base64, or after ``AWS_SESSION_TOKEN`` or
    ``X-Amz-Security-Token``; a few characters masked inside one leave the rest a token), SoftLayer
    keys (64 hex after the name) and Snyk tokens (a UUID after a Snyk name that is not an id's, or
-   ``snyk auth``).
+   ``snyk auth``). Telegram bot tokens whose secret does not open with ``AA``, in a text that names
+   Telegram (``tgram://``); SonarQube's ``sonar.login`` with 40 hex; Vault unseal keys after
+   ``unseal``; the hex of "Your Acme key is <32+ hex>" (not a cache, sort, object or public key).
 2. **Structural formats**: JWTs (three base64url segments whose header decodes to a JSON object with
    ``alg``; without the signature, the payload must decode to a JSON object too), PEM private-key
    blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material, also on quoted or commented
@@ -76,7 +81,9 @@ Rules
    same block base64-encoded once more (``LS0tLS1CRUdJTi...``, as Kubernetes Secret data holds it),
    URLs with a password in the user-info part (``postgres://user:pw@host``, ``redis://:pw@host``),
    ``Authorization: Basic <base64 user:password>``, ``.npmrc``'s ``_auth=``, ``curl -u user:password`` and
-   ``Bearer <token>``; Oracle JDBC URLs (``jdbc:oracle:thin:USER/PASSWORD@host``), ``.pgpass`` lines
+   ``Bearer <token>``, and ``Authorization:`` with any other scheme and a token (``SSWS``, ``Bot``,
+   ``Klaviyo-API-Key``; a UUID after ``Splunk`` or ``GenieKey``); Oracle JDBC URLs
+   (``jdbc:oracle:thin:USER/PASSWORD@host``), ``.pgpass`` lines
    (``host:port:db:user:password``) and ODBC passwords in braces (``Pwd={pa;ss}``). **Password
    hashes** in the formats that store them (`secret_formats.PASSWORD_HASH_FORMATS`: bcrypt, md5-,
    sha256- and sha512-crypt, apr1, yescrypt, Argon2, scrypt, PBKDF2 as passlib, Django and Werkzeug
@@ -93,7 +100,8 @@ Rules
    ``net user NAME PASSWORD /add``, impacket's ``DOMAIN/USER:PASSWORD@HOST``, ``-p`` of PsExec (as
    Windows writes it, ``PsExec64.exe``), crackmapexec, evil-winrm and the like, ``-U USER%PASSWORD``
    of the Samba tools, and ``SSHPASS=``/``PGPASSWORD=``/``MYSQL_PWD=`` set for the one command that
-   reads it.
+   reads it. A command counts inside a string literal of code too (``system("psexec ... -p X")``,
+   ``cmd = 'mysql ...'``) and after Windows' ``cmd /c`` and ``start``.
 4. **Assignments**: a credential-like name (``password``, ``passwd``, ``pwd``, ``pw``, ``pass``,
    ``passphrase``, ``Passwort``, ``Kennwort``, ``mot de passe``, ``mdp``, ``contraseña``, ``clave``,
    ``senha``, ``palavra-passe``, ``wachtwoord``, ``parola d'ordine``, ``hasło``, ``lösenord``,
@@ -109,7 +117,14 @@ Rules
    as XML attributes (``<add key="SmtpPassword" value="..."/>``, ``<entry key="db.password">...``,
    ``<string name="hockeyapp_key">`` with a key-shaped value); a
    literal password as the third argument of a connection call (``mysqli_connect``, ``new PDO``,
-   ``DriverManager.getConnection``); front-end build variables named after a credential
+   ``DriverManager.getConnection``); a credential object built from literals (``new
+   NetworkCredential("u", "...")``, ``PasswordAuthentication``, ``new DirectoryEntry(path, "u", "...")``);
+   a name assigned through a subscript (``config['password'] = ...``, ``os.environ["API_KEY"] = ...``);
+   a table row naming a credential in one cell and holding it in the next (``| DB password | X |``,
+   a password there as `_password_like` reads one, a key as random or key-shaped); a literal quoted
+   twice (Android's ``buildConfigField "String", "API_KEY", "\\"...\\""``); Jenkins' encrypted
+   secret header (``{AQAAABAAA ...}``) beside a word of letters and digits; front-end build
+   variables named after a credential
    (``REACT_APP_``, ``NEXT_PUBLIC_``, ``VITE_``, ``EXPO_PUBLIC_``, ``VUE_APP_``, ...: shipped to every
    browser); after the colon of a compound name (``auth_token: ...``, YAML rather than prose) a value
    of 8+ characters with a letter and a digit or a symbol.
@@ -192,7 +207,7 @@ import string
 import unicodedata
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 
@@ -426,6 +441,43 @@ def _variants(text: str) -> Iterator[str]:
     # ``%26token%3D...``): the stretches around the escapes are read again as they were before.
     if ("\\" in text or "&" in text or "%" in text) and (stretches := _escaped_stretches(text)):
         yield _normalise(stretches)
+    # A value continued on the next line: a shell command broken with ``\`` at the end of a line
+    # (``curl ... \`` then ``-u id:secret``), a YAML block scalar (``password: |`` and the value
+    # indented below it), an assignment whose literal a formatter moved to the next line
+    # (``const apiKey =`` then ``"..."``). Read once more with the break as a blank.
+    # Only the stretches around the breaks are read again, as with escapes.
+    if "\n" in text and ("\\" in text or "|" in text or ">" in text or "=" in text):
+        breaks = [found for found in _LINE_BREAK_IN_VALUE.finditer(text) if _break_in_value(text, found)]
+        if breaks:
+            yield _normalise(_stretches(text, breaks, _join_breaks, JOINED_CONTEXT))
+
+
+_LINE_BREAK_IN_VALUE = re.compile(
+    r"\\\r?\n[ \t]*|(?P<block>:[ \t]*[|>][-+]?[1-9]?)[ \t]*\r?\n[ \t]+(?=\S)"
+    r"|(?P<assign>(?<![=!<>])=)[ \t]*\r?\n[ \t]+(?=[\"'`])"
+)
+# A block scalar or a moved literal is read again only after a name with a credential's word in it
+# (``db_password: |``, ``const apiKey =``); a continued command always.
+_CREDENTIAL_NAME_BEFORE = re.compile(r"(?i:pass|pwd|secret|token|key|credential|auth)[\w.-]*[\"'\]]?[ \t]*$")
+
+
+def _break_in_value(text: str, found: re.Match[str]) -> bool:
+    if found.group("block") is None and found.group("assign") is None:
+        return True
+    return _CREDENTIAL_NAME_BEFORE.search(text, max(0, found.start() - 60), found.start()) is not None
+
+
+JOINED_CONTEXT = 160
+
+
+def _joined_break(match: re.Match[str]) -> str:
+    if match.group("block"):
+        return ": "
+    return "= " if match.group("assign") else " "
+
+
+def _join_breaks(stretch: str) -> str:
+    return _LINE_BREAK_IN_VALUE.sub(_joined_break, stretch)
 
 
 _ESCAPES = {'\\"': '"', "\\'": "'", "\\t": "\t"}
@@ -440,22 +492,30 @@ ESCAPED_CONTEXT = 120
 
 
 def _escaped_stretches(text: str) -> str:
-    """The stretches of `text` around its escapes, unescaped, one a line; a stretch that does not
-    start a line of `text` starts with ``~ `` (it is not the start of a config line)."""
+    """The stretches of `text` around its escapes, unescaped (see `_stretches`)."""
+    return _stretches(text, _ESCAPED.finditer(text), _unescape, ESCAPED_CONTEXT)
+
+
+def _stretches(
+    text: str, found: Iterable[re.Match[str]], transform: Callable[[str], str], context: int
+) -> str:
+    """The stretches of `text` around what was `found`, each passed through `transform`, one a line;
+    a stretch that does not start a line of `text` starts with ``~ `` (it is not the start of a
+    config line)."""
     spans: list[tuple[int, int]] = []
-    for escape in _ESCAPED.finditer(text):
-        start = max(0, escape.start() - ESCAPED_CONTEXT)
-        end = min(len(text), escape.end() + ESCAPED_CONTEXT)
-        while start > 0 and not text[start - 1].isspace() and escape.start() - start < 2 * ESCAPED_CONTEXT:
+    for hit in found:
+        start = max(0, hit.start() - context)
+        end = min(len(text), hit.end() + context)
+        while start > 0 and not text[start - 1].isspace() and hit.start() - start < 2 * context:
             start -= 1
-        while end < len(text) and not text[end].isspace() and end - escape.end() < 2 * ESCAPED_CONTEXT:
+        while end < len(text) and not text[end].isspace() and end - hit.end() < 2 * context:
             end += 1
         if spans and start <= spans[-1][1]:
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
     return "\n".join(
-        ("" if start == 0 or text[start - 1] == "\n" else "~ ") + _unescape(text[start:end])
+        ("" if start == 0 or text[start - 1] == "\n" else "~ ") + transform(text[start:end])
         for start, end in spans
     )
 
@@ -1194,8 +1254,13 @@ def _prose_value(unquoted: Callable[[str], bool], *, plain_quoted: bool = False)
 
 
 # A command starts a line (after a prompt) or follows a pipe, ``;``, ``&&``, a backtick, ``$(``,
-# ``sudo`` or a colon ("Run: sshpass -p ...").
-_COMMAND_START = re.compile(r"(?:^|[`|;&(:]|\$|\bsudo|\benv)[ \t]*$", re.MULTILINE)
+# ``sudo`` or a colon ("Run: sshpass -p ..."); or it opens a string literal given to a call or
+# assigned (``system("psexec ...")``, ``cmd = 'mysql ...'``), or follows Windows' ``cmd /c`` or
+# ``start``.
+_COMMAND_START = re.compile(
+    r"(?:^|[`|;&(:]|\$|\bsudo|\benv|[(=,\[][ \t]*[\"']|\bcmd(?:\.exe)?[ \t]+/[ck]|\bstart)[ \t]*$",
+    re.MULTILINE | re.IGNORECASE,
+)
 
 
 # A plain word after a flag followed by one of these is prose: "redis-cli -a option is deprecated".
@@ -1336,6 +1401,15 @@ _LOGIN_CALL = (
     r"""(?:\.login|basicauth|\bauth[ \t]*=[ \t]*)[ \t]*\([ \t]*(?:"[^"\n]{1,200}"|'[^'\n]{1,200}')[ \t]*,"""
     r"""[ \t]*(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')[ \t]*\)"""
 )
+# A credential object built from literals: a user and a password (``new NetworkCredential("u",
+# "...")``, ``PasswordAuthentication("u", "...".toCharArray())``, ``UsernamePasswordCredentials``),
+# or a directory path, a user and a password (``new DirectoryEntry("LDAP://...", "u", "...")``,
+# ``OpenDSObject``). The password is the last literal of the run; a domain may follow it.
+_CREDENTIAL_CONSTRUCTOR = (
+    r"""(?:credentials?|passwordauthentication|directoryentry|opendsobject)[ \t]*\([ \t]*"""
+    r"""(?:(?:"[^"\n]{0,200}"|'[^'\n]{0,200}')[ \t]*,[ \s]*){1,2}(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}')"""
+    r"""(?=[ \t]*(?:[,)]|\.tochararray\(\)))"""
+)
 
 
 def _quoted_secret(raw: str) -> bool:
@@ -1406,15 +1480,17 @@ _ASSIGNED_VALUE = (
 # The name may carry any prefix (db_password, PGPASSWORD, x-api-key) but must end the key:
 # ``password_policy=strict`` is not a password.
 # A number may follow the name (``api_key2``, ``DB_PASSWORD_1``: one of several of the same kind),
-# and so may the brackets of a C array (``char password[] = "..."``).
+# and so may the brackets of a C array (``char password[] = "..."``). A quoted name may close a
+# subscript (``config['password'] = ...``, ``os.environ["API_KEY"] = ...``).
 _NAME_END_AND_SEPARATOR = (
-    r"""(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:\[[0-9]*\])?["']?[ \t]*(?P<sep>[!=]==?|:=|=>|=|:)[ \t]*"""
+    r"""(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:\[[0-9]*\])?(?:["']\]?)?"""
+    r"""[ \t]*(?P<sep>[!=]==?|:=|=>|=|:)[ \t]*"""
 )
 
 # A password's name may be plural (``passwords:``) and may carry a type before ``=`` (``passwd: str =
 # "..."`` in Python, ``val password: String = "..."`` in Scala and Kotlin).
 _PASSWORD_NAME_END = (
-    r"""s?(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:\[[0-9]*\])?["']?[ \t]*"""
+    r"""s?(?:[_-]?[0-9]{1,2})?(?![A-Za-z0-9_-])(?:\[[0-9]*\])?(?:["']\]?)?[ \t]*"""
     r"""(?::[ \t]*[a-z_][\w.]*(?:\[[\w., ]*\])?[ \t]*(?==))?(?P<sep>[!=]==?|:=|=>|=|:)[ \t]*"""
 )
 
@@ -1448,6 +1524,20 @@ def _prefix_rule(kind: str) -> _Rule:
 _TABLEAU = re.compile(r"(?<![A-Za-z0-9+/])(?P<v>[A-Za-z0-9+/]{22}==:[A-Za-z0-9]{32})(?![A-Za-z0-9])")
 _MAXMIND = re.compile(r"(?<![A-Za-z0-9_-])(?P<v>[A-Za-z0-9]{6}_[A-Za-z0-9]{29})_mmk(?![A-Za-z0-9_-])")
 _TELEGRAM = re.compile(r"(?P<v>\d{8,10}:AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])")
+# A bot token whose secret does not open with ``AA`` (older bots, and Apprise's ``tgram://`` URLs):
+# in a text that names Telegram.
+_TELEGRAM_NAMED = re.compile(r":(?P<v>[A-Za-z0-9_-]{35})(?![A-Za-z0-9_-])")
+_BOT_ID_BEFORE = re.compile(r"(?<![0-9])[0-9]{8,10}")
+
+
+def _telegram_named(match: re.Match[str]) -> bool:
+    """The secret after a bot id (8 to 10 digits, then the colon the match starts at)."""
+    text, start = match.string, match.start()
+    if not any(_BOT_ID_BEFORE.fullmatch(text, start - n, start) for n in (8, 9, 10) if start >= n):
+        return False
+    return _looks_random(_TOKEN_SEPARATORS.sub("", match.group("v")))
+
+
 _MAILCHIMP = re.compile(r"(?<=(?<![A-Za-z0-9_-])[0-9a-f]{32})-us\d{1,2}(?![A-Za-z0-9_-])")
 # Discord bot tokens: the bot's id in base64 (a number, so it starts with M, N or O), a dot, a
 # 6-character timestamp, a dot and the HMAC (27 characters, 38 in newer tokens). The pattern starts
@@ -1812,6 +1902,44 @@ def _softlayer_key(match: re.Match[str]) -> bool:
     return _NOT_A_KEY_BETWEEN.search(between) is None and _varied(match.group("v"))
 
 
+# "Your API2CART key is <32 hex>": a key named after its service, then hex of 32+ characters right
+# after the verb. Random keys in prose are the generic rule's; hex is left out there (digests,
+# commits), so here the word before ``key`` decides: not a data-structure key, not a public one.
+_HEX_KEY_IN_PROSE = r"key[ \t]+(?:is|was|=|:)[ \t]+[\"'`]?(?P<v>[0-9a-f]{32,64})(?![0-9a-z])"
+_HEX_KEY_ANCHORS = ("key is ", "key: ", "key = ")
+
+
+def _hex_key_in_prose(match: re.Match[str]) -> bool:
+    text, start = match.string, match.start()
+    words = _NAME_WORDS_BEFORE.findall(text, max(0, start - 30), start)
+    before = text[start - 1 : start]
+    if not words or (not before.isspace() and before not in "_-"):
+        return False
+    qualifier = words[-1].lower()
+    if qualifier in _NOT_CREDENTIAL_KEYS or qualifier in _PUBLIC_KEY_OWNERS or qualifier in _NOT_A_KEY_WORDS:
+        return False
+    return _varied(match.group("v"))
+
+
+_NOT_A_KEY_WORDS = frozenset(
+    {
+        "the", "a", "an", "this", "that", "its", "deploy", "signing", "host", "ssh", "image", "item", "record",
+        "entry", "node", "document", "doc", "version", "data", "table", "column", "field", "busting", "md5",
+        "sha256",
+    }
+)  # fmt: skip
+
+
+# SonarQube's ``sonar.login`` (and ``sonar.token``) is a token, 40 hex characters before the
+# ``squ_`` prefixes: a property, a camelCase variable (``$sonarLogin``) or a pair of literals.
+_SONAR_LOGIN = (
+    r"""sonar[._-]?(?:login|token)["']?(?:[ \t]*(?::=|=|:|,)[ \t]*|[ \t]+)["']?"""
+    r"(?P<v>[0-9a-f]{40})(?![0-9a-z])"
+)
+# ``vault operator unseal <key>``: an unseal key (a Shamir share, 44 characters of base64).
+_VAULT_UNSEAL = r"""unseal[ \t]+["']?(?P<v>[A-Za-z0-9+/]{43,44}=?)(?![A-Za-z0-9+/=])"""
+
+
 # Snyk API tokens are UUIDs: one is a token only after a Snyk name that is not an id's
 # (``SNYK_TOKEN``, ``API_SNYK``; not ``SNYK_ORG_ID``), or after ``snyk auth``.
 _SNYK_TOKEN = (
@@ -2059,26 +2187,93 @@ def _xml_element(match: re.Match[str]) -> bool:
     if ("pass" in name or "pwd" in name) and _plain_password(value):
         return True
     # Jenkins keeps a secret as ``{<base64>}``; a space inside is a wrapped value, not a sentence,
-    # when one of its words is random.
+    # when one of its words is random, or when it carries the header of Jenkins' encrypted secrets
+    # (``AQAAABAAA``) and a word of 12+ characters with letters and digits besides.
     if value.startswith("{") and value.endswith("}"):
-        return any(_token_shaped(word) for word in value[1:-1].split())
+        words = value[1:-1].split()
+        if any(_token_shaped(word) for word in words):
+            return True
+        return any(word.startswith(_JENKINS_SECRET_HEADER) for word in words) and any(
+            _jenkins_secret_part(word) for word in words if not word.startswith(_JENKINS_SECRET_HEADER)
+        )
     return False
+
+
+_JENKINS_SECRET_HEADER = "AQAAABAAA"
+
+
+def _jenkins_secret_part(word: str) -> bool:
+    if len(word) < 12 or _is_placeholder(word) or _is_reference(word):
+        return False
+    lower, upper, digit, _ = _classes(word)
+    return digit and (lower or upper)
 
 
 _LITERAL_PAIR = (
     r"""(?P<q>["'])[a-z0-9_.-]*?(?P<n>passwor[dt]|passwd|pwd|secret|token|api[_-]?key|(?:access|account|"""
-    r"""private|secret|auth|subscription)[_-]?key)(?P=q)[ \t]*,[ \t]*(?P<v>"[^"\n]{1,2000}"|'[^'\n]{1,2000}')"""
+    r"""private|secret|auth|subscription)[_-]?key)(?P=q)[ \t]*,[ \t]*"""
+    r"""(?P<v>"\\"[^"\n\\]{1,2000}\\""|"[^"\n]{1,2000}"|'[^'\n]{1,2000}')"""
 )
+# A literal quoted twice: Android's ``buildConfigField "String", "API_KEY", "\"...\""`` (the
+# value is Java source), or ``'"..."'``.
+_QUOTED_TWICE = re.compile(r"""\\?(["'])(.*?)\\?\1""")
 
 
 def _literal_pair(match: re.Match[str]) -> bool:
     """The value of a name-value pair of literals; a key's value must also be random or key-shaped."""
     value = _unquote(match.group("v"))[0]
+    if (inner := _QUOTED_TWICE.fullmatch(value)) is not None:
+        value = inner.group(2)
     name = match.group("n").lower()
     if not _assigned_value_is_secret(value):
         # A password's literal may be a plain word (``define('DB_PASSWORD', 'tiger')``).
         return name.startswith("p") and _plain_password(value)
     return name.startswith("p") or _token_shaped(value) or _key_shaped(value)
+
+
+# A table row that names a credential in one cell and holds its value in the next: Markdown's
+# ``| DB password | Tr0ub4dor&3 |``, a Postman export's ``apiKey |e9e0f0...``. A cell is one word
+# or a few; a value with a blank in it is a description, not a value.
+# Tried at each ``|``; the cell before it is read back from there.
+_TABLE_VALUE = re.compile(r"\|[ \t]*`?(?P<v>[^|`\s][^|`\s]{0,200})`?[ \t]*(?:\||$)", re.MULTILINE)
+_TABLE_NAME = re.compile(
+    r"[A-Za-z0-9 _.-]{0,30}?(?P<n>passwor[dt]|passwd|pwd|passphrase|secret|token|key)s?[ \t]*", re.IGNORECASE
+)
+
+
+_TABLE_NAME_ENDS = frozenset("dsnye")
+
+
+def _table_cell(passwords: bool) -> _Check:
+    """The value cell of a credential's row: with `passwords`, a password after a password's name;
+    otherwise a key-shaped or random value after a secret's, a token's or a qualified key's (not
+    ``| sort key | ... |``)."""
+
+    def check(match: re.Match[str]) -> bool:
+        text, start = match.string, match.start()
+        # The cheap test first: the cell before ends in the last letter of a credential's name.
+        if text[max(0, start - 40) : start].rstrip()[-1:].lower() not in _TABLE_NAME_ENDS:
+            return False
+        cell_start = max(text.rfind("|", 0, start), text.rfind("\n", 0, start)) + 1
+        name = _TABLE_NAME.fullmatch(text, cell_start, start)
+        if name is None:
+            return False
+        kind = name.group("n").lower()
+        if kind.startswith("p") != passwords:
+            return False
+        value = match.group("v")
+        if _VERSION.fullmatch(value) or _SNAKE_WORDS.fullmatch(value.lower()):
+            return False
+        if passwords:
+            return _password_like(value)
+        if kind == "key":
+            words = _NAME_WORDS_BEFORE.findall(text, cell_start, name.start("n"))
+            qualifier = words[-1].lower() if words else ""
+            if not qualifier or qualifier in _NOT_CREDENTIAL_KEYS or qualifier in _PUBLIC_KEY_OWNERS:
+                return False
+        return _credential_like(value) and (_key_shaped(value) or _token_shaped(value))
+
+    return check
 
 
 _DOCKER_AUTH = re.compile(r"""auth\\*["']\s*:\s*\\*["'](?P<v>[A-Za-z0-9+/]{8,}={0,2})\\*["']""")
@@ -2321,12 +2516,26 @@ _C_DEFINE = re.compile(
     r"#define[ \t]+\w*(?i:passwor[dt]|passwd|pwd|secret|token|api_?key)\w*[ \t]+"
     r"""(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'(][^\s"']{0,199})"""
 )
-# An Authorization header's value with no scheme or with one that carries a token as it is
-# (``"authorization": "<token>"``, ``Authorization: NTLM <base64>``, ``Negotiate``, ``token``).
+# An Authorization header's value with no scheme or with any scheme that carries a token as it is
+# (``"authorization": "<token>"``, ``Authorization: NTLM <base64>``, ``Negotiate``, ``token``, and
+# the schemes of single services: ``SSWS``, ``GenieKey``, ``Splunk``, ``Klaviyo-API-Key``, ``Bot``).
+# Basic and Digest carry something else (``user:password`` in base64, ``username="..."``): rules
+# of their own read them.
 _AUTHORIZATION_VALUE = (
-    r"""authorization\\?["']?[ \t]*[:=][ \t]*\\?["']?(?:(?:ntlm|negotiate|token|apikey|sso-key|ssws)[ \t]+)?"""
+    r"""authorization\\?["']?[ \t]*[:=][ \t]*\\?["']?"""
+    r"""(?:(?P<s>(?!basic\b|digest\b)[a-z][a-z0-9-]{1,30})[ \t]+)?"""
     r"""(?P<v>[a-z0-9._~+/=-]{16,})(?![a-z0-9._~+/=-])"""
 )
+
+
+def _authorization_value(match: re.Match[str]) -> bool:
+    """A token after ``Authorization:``: opaque, or a UUID after a scheme (Splunk's, OpsGenie's)."""
+    value = match.group("v")
+    if _UUID.fullmatch(value):
+        return match.group("s") is not None and _varied(value.replace("-", ""))
+    return _opaque_token(value)
+
+
 # A Facebook app access token: ``<app id>|<app secret>``.
 _FACEBOOK_APP_TOKEN = re.compile(r"(?<![0-9])[0-9]{15,16}\|(?P<v>[A-Za-z0-9_-]{27,32})(?![A-Za-z0-9_-])")
 # A private key's body without its BEGIN/END lines: three or more lines of base64 as PEM wraps it
@@ -2542,6 +2751,13 @@ _RULES: tuple[_Rule, ...] = (
         not_after=string.ascii_letters,
     ),
     _Rule("service_token", _TELEGRAM, _value(_varied), hints=(":aa",), not_after=_WORD_DASH),
+    _Rule(
+        "service_token",
+        _TELEGRAM_NAMED,
+        _telegram_named,
+        hints=("telegram", "tgram"),
+        anchors=(":",),
+    ),
     _any_case("service_token", _VAULT_LEGACY, _value(lambda v: _opaque_token(v[2:])), anchors=("vault",)),
     _Rule("service_token", _TERRAFORM_TOKEN, _value(_varied), hints=(".atlasv1.",)),
     _any_case(
@@ -2565,6 +2781,15 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # Rare words: hinted, then searched (a search for a literal opening runs in C).
     _any_case("vendor_api_key", _SOFTLAYER_KEY, _softlayer_key, hints=("softlayer",)),
+    _any_case("service_token", _SONAR_LOGIN, _value(_varied), hints=("sonar",), anchors=("sonar",)),
+    _any_case("secret_assignment", _HEX_KEY_IN_PROSE, _hex_key_in_prose, anchors=_HEX_KEY_ANCHORS),
+    _Rule(
+        "secret_assignment",
+        re.compile(_VAULT_UNSEAL),
+        _value(lambda v: _looks_random(v.rstrip("=").replace("+", "").replace("/", ""))),
+        not_after=_WORD,
+        anchors=("unseal",),
+    ),
     _any_case("vendor_api_key", _SNYK_TOKEN, _snyk_token, hints=("snyk",)),
     _Rule("vendor_api_key", _MAILGUN_KEY, _value(_varied), hints=("key-",), not_after=_WORD_DASH + "/.:"),
     _Rule("service_token", _BRAINTREE_TOKEN, _value(_varied), hints=("access_token$",), not_after=_WORD),
@@ -2774,6 +2999,21 @@ _RULES: tuple[_Rule, ...] = (
         hints=("login", "basicauth", "auth=", "auth ="),
         anchors=(".login", "basicauth", "auth"),
     ),
+    _any_case(
+        "password_assignment",
+        _CREDENTIAL_CONSTRUCTOR,
+        _value(_plain_or_strong),
+        hints=("credential", "passwordauthentication", "directoryentry", "opendsobject"),
+        anchors=(
+            "credential(",
+            "credentials(",
+            "credential (",
+            "credentials (",
+            "passwordauthentication",
+            "directoryentry",
+            "opendsobject",
+        ),
+    ),
     # A ``.netrc`` entry: ``machine HOST login USER password PASSWORD``, on one line or several.
     _any_case("password_assignment", _NETRC, _value(_typed_password), anchors=("machine",)),
     # "Passwort Sommer2024!", "şifre X olarak değişti": a password word right before the value.
@@ -2841,7 +3081,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # ``Header.Set("X-Api-Key", "...")``, ``{ "AccountKey", "..." }``, ``put("password", "...")``:
     # a name and its value as two string literals side by side.
-    _any_case("secret_assignment", _LITERAL_PAIR, _literal_pair, hints=('",', "',")),
+    _any_case("secret_assignment", _LITERAL_PAIR, _literal_pair, hints=('",', "',", '" ,', "' ,")),
     # ``if ("..." == password)``: the literal first, then the credential it is compared with.
     _any_case(
         "secret_assignment",
@@ -2904,7 +3144,7 @@ _RULES: tuple[_Rule, ...] = (
         _value(_quoted_secret),
         hints=("#define",),
     ),
-    _any_case("bearer_token", _AUTHORIZATION_VALUE, _value(_opaque_token), anchors=("authorization",)),
+    _any_case("bearer_token", _AUTHORIZATION_VALUE, _authorization_value, anchors=("authorization",)),
     _Rule(
         "service_token",
         _FACEBOOK_APP_TOKEN,
@@ -2918,6 +3158,8 @@ _RULES: tuple[_Rule, ...] = (
     # A Docker config's ``"auth": "<base64 of user:password>"`` (``~/.docker/config.json``,
     # ``DOCKER_AUTH_CONFIG``), also with its quotes escaped inside a string.
     _Rule("basic_auth", _DOCKER_AUTH, _docker_auth, hints=("auth",)),
+    _Rule("password_assignment", _TABLE_VALUE, _table_cell(passwords=True), anchors=("|",)),
+    _Rule("secret_assignment", _TABLE_VALUE, _table_cell(passwords=False), anchors=("|",)),
 )
 
 # Credential words in the languages of `_PASSWORD_WORDS`: key, secret, token, password.
