@@ -85,11 +85,11 @@ has no negatives.
 
 The blind corpus of round 6: the test files of ripsecrets (sirwart/ripsecrets, MIT, commit
 ``416e9d04d6ba8941fc3106bf986b6c8aa875767e``), never read while writing the rules; the loader was
-written from the folder's layout alone, and it is run on the rules before that round and once after
-them. ``--ripsecrets PATH`` reads a checkout's ``test/``: each non-empty line of a file under
-``one_per_line/`` as a positive and each file under ``one_per_file/`` as one, labelled by the file's
-name (its family), and each non-empty line of ``none`` as a negative. It prints counts and family
-names only, never a text.
+written from the folder's layout alone, and it was run on the rules before that round and once after
+them (0.816 both times, no text read; spent now). ``--ripsecrets PATH`` reads a checkout's
+``test/``: each non-empty line of a file under ``one_per_line/`` as a positive and each file under
+``one_per_file/`` as one, labelled by the file's name (its family), and each non-empty line of
+``none`` as a negative. It prints counts and family names only, never a text.
 """
 
 from __future__ import annotations
