@@ -208,6 +208,32 @@ async def test_a_query_word_no_memory_holds_still_counts_in_the_querys_weight(db
     assert (await find(db, ctx, None, "grafana", params=own)).hits[0].score == pytest.approx(1.0)
 
 
+async def test_a_searchs_statements_run_on_their_generic_plan_from_the_first_prepared_run(
+    db_urls: tuple[str, str],
+) -> None:
+    """PostgreSQL plans a prepared statement's first five runs with their values and then keeps its
+    generic plan only when that looks no dearer; in a big space it never did, and every search was
+    planned again. The search's transaction asks for the generic plan, so no run is planned anew."""
+    single = Database(db_urls[0], pool_size=1)  # one connection: its prepared statements
+    try:
+        ctx = await writer(single)
+        for content in FILLER:
+            await save(single, ctx, None, content)
+        for _ in range(12):  # the driver prepares a statement after its fifth run
+            assert (await find(single, ctx, None, "design reviews on Wednesday")).hits
+        async with single.driver_transaction() as pg:
+            plans = await (
+                await pg.execute(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                    " WHERE statement LIKE '%%ranked AS MATERIALIZED%%'"
+                )
+            ).fetchall()
+    finally:
+        await single.close()
+    [(generic, custom)] = plans
+    assert generic > 0 and custom == 0
+
+
 async def test_results_come_back_in_score_order(db: Database, embedder: Embedder) -> None:
     """No rule reorders by age: two restatements of one fact stay in score order, both visible."""
     ctx = await writer(db)

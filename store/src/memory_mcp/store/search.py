@@ -52,6 +52,16 @@ _STOPWORDS_SQL = (
     "string_to_array('" + " ".join(w for w in STOPWORDS if len(w) > 1).replace("'", "''") + "', ' ')"
 )
 MAX_TERMS = 32
+# A search's statements run on PostgreSQL's generic plan, planned once per connection: no value is
+# inlined into them, and the filtered semantic list picks its exact or approximate scan as it runs
+# (``_semantic_sql``). Left to itself, PostgreSQL plans the first five runs of a prepared statement
+# with their values and keeps the generic plan only when its estimate is no higher than theirs; in
+# a space of 100,000 memories it never was (a parameter's LIMIT is estimated as a tenth of the
+# table), so every search was planned again: 3 ms of PostgreSQL's time a search, of 16-17
+# (``bench.search_cost``; docs/performance.md, "Recall v4, last round"). Those searches' generic
+# plan has the same shape and gave the same results, scores and order for all 200 of the bench's
+# questions. A shape that did go generic (a filter) now skips its five custom plans too.
+_GENERIC_PLAN = {"plan_cache_mode": "force_generic_plan"}
 # Words the soft word match skips in a memory, as the query's own words skip them: stopwords (a third
 # of a conversation's words; LoCoMo dev measured the same with and without them). Single characters
 # match nothing either (the word matcher's rule).
@@ -371,7 +381,13 @@ async def search_memories(
 
     # Iterative index scans keep filtered queries from starving: the HNSW scan continues until
     # enough rows pass the space/keyword/category filter instead of stopping at ef_search.
-    hnsw = {"hnsw.ef_search": str(int(params.ef_search)), "hnsw.iterative_scan": "relaxed_order"}
+    # The statements run on their generic plan from the first search of a connection on
+    # (``_GENERIC_PLAN``).
+    hnsw = {
+        "hnsw.ef_search": str(int(params.ef_search)),
+        "hnsw.iterative_scan": "relaxed_order",
+        **_GENERIC_PLAN,
+    }
     bind.update(
         # Without a vector, full text is the whole score.
         lexw=params.lexical_weight if semantic else 1.0,
