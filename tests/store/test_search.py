@@ -208,6 +208,28 @@ async def test_a_query_word_no_memory_holds_still_counts_in_the_querys_weight(db
     assert (await find(db, ctx, None, "grafana", params=own)).hits[0].score == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize(("df_cap", "rows_per_term"), [(10, 2), (2, 4)])
+async def test_full_text_reads_each_words_first_matches_and_counts_them_up_to_the_cap(
+    db: Database, df_cap: int, rows_per_term: int
+) -> None:
+    """Each query word brings its first ``rows_per_term`` matches (in the table's order) as
+    candidates and weighs its count of matches up to ``df_cap``, also when the first is the larger:
+    what any rewrite of the full-text list has to keep."""
+    ctx = await writer(db)
+    alpha = [await save(db, ctx, None, f"Alpharetta note number {n} of six.") for n in range(6)]
+    beta = await save(db, ctx, None, "Betelgeuse is the only one here.")
+    n = len(alpha) + 1
+    idf = {df: math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in (1, min(len(alpha), df_cap))}
+    alpha_idf, beta_idf = idf[min(len(alpha), df_cap)], idf[1]
+    own = search.SearchParams(context=False, df_cap=df_cap, rows_per_term=rows_per_term)
+    result = await find(db, ctx, None, "alpharetta betelgeuse", params=own)
+    assert {h.memory.id for h in result.hits} == {beta.id} | {m.id for m in alpha[:rows_per_term]}
+    scores = {h.memory.id: h.score for h in result.hits}
+    assert scores[beta.id] == pytest.approx(beta_idf / (alpha_idf + beta_idf), abs=2e-4)
+    for memory in alpha[:rows_per_term]:
+        assert scores[memory.id] == pytest.approx(alpha_idf / (alpha_idf + beta_idf), abs=2e-4)
+
+
 async def test_a_searchs_statements_run_on_their_generic_plan_from_the_first_prepared_run(
     db_urls: tuple[str, str],
 ) -> None:
