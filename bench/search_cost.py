@@ -17,7 +17,9 @@ CPU milliseconds of each part (medians of ``--rounds`` rounds over the same ques
 - ``pg``: PostgreSQL's CPU (every process of the cluster, read from /proc), and of it, from
   ``pg_stat_statements``, the execution time of the fusion statement, of the results' memory rows
   with their short ids, and of everything else (transaction set-up, parse/bind, commit), each with
-  its planning; ``pg: planning`` is the planning alone, all statements together.
+  its planning; ``pg: planning`` is the planning alone, all statements together, and a last line
+  says how many times the fusion statement was planned in a round (a few on a warm connection's
+  generic plan; one a search where PostgreSQL keeps custom plans).
 
 What it leaves out is the MCP request around a search (HTTP, session, JSON-RPC, the output schema,
 rendering): ``python -m bench.load`` measures the whole server process.
@@ -224,6 +226,7 @@ class Round:
     searches: int = 0
     parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
     statements: dict[str, float] = field(default_factory=dict)  # pg_stat_statements, ms summed
+    fusion_plans: int = 0  # how many times the fusion statement was planned (pg_stat_statements)
 
     def per_search(self) -> dict[str, float]:
         out = {name: seconds * 1000 / self.searches for name, seconds in self.parts.items()}
@@ -287,13 +290,15 @@ async def one_round(
         spent.parts["store"] += t3 - t2b - (soft - soft_before)
         spent.parts["pg"] += pg_after - pg_before
     with psycopg.connect(superuser, autocommit=True) as conn:
-        for query, total_ms, plan_ms in conn.execute(
-            "SELECT query, total_exec_time + total_plan_time, total_plan_time FROM pg_stat_statements"
+        for query, total_ms, plan_ms, plans in conn.execute(
+            "SELECT query, total_exec_time + total_plan_time, total_plan_time, plans FROM pg_stat_statements"
             " WHERE query NOT LIKE '%%pg_stat_statements%%'"
         ).fetchall():
             kind = statement_kind(query)
             spent.statements[kind] = spent.statements.get(kind, 0.0) + float(total_ms)
             spent.statements["pg: planning"] = spent.statements.get("pg: planning", 0.0) + float(plan_ms)
+            if kind == "pg: fusion":
+                spent.fusion_plans += int(plans)
     return spent
 
 
@@ -374,6 +379,10 @@ def print_table(size: int, rounds: list[Round]) -> None:
     print(f"  {'total':<16}{statistics.median(totals):>8.2f}   ({min(totals):.2f}-{max(totals):.2f})")
     without = [t - r["embed"] for t, r in zip(totals, rows, strict=True)]
     print(f"  {'total - embed':<16}{statistics.median(without):>8.2f}   (what a cached query vector costs)")
+    # Once a connection has its generic plan, a search plans nothing: a count near the searches'
+    # means every search is planned again (custom plans: 3 ms a search at 100,000 memories).
+    plans = ", ".join(str(r.fusion_plans) for r in rounds)
+    print(f"  the fusion statement was planned {plans} times in {rounds[0].searches} searches a round")
 
 
 async def measure(
