@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from typing import Any
 
+import aiohttp
 import pytest
 
 from memory_mcp.store import spaces
@@ -21,6 +24,9 @@ from tests.apiserver.support import (
 )
 
 pytestmark = pytest.mark.apiserver
+
+# kopf's log line when one of its watches is refused.
+WATCH_REFUSED = re.compile(r"Watcher for \S+ has failed: .*forbidden")
 
 # Long enough for the operator's watches to fail and retry at least once.
 DOWN_SECONDS = 5.0
@@ -57,3 +63,34 @@ async def test_the_operator_recovers_from_an_api_server_restart(
     assert operator.alive(), operator.output()
     if control_plane.controller_manager is not None:
         assert control_plane.controller_manager.running(), control_plane.controller_manager.tail()
+
+
+async def test_the_operator_starts_kopf_again_after_a_watch_is_refused(
+    operator: OperatorProcess, kube: Kube, control_plane: ControlPlane, rbac: list[dict[str, Any]]
+) -> None:
+    """A watch refused outright (403, as while a restarted API server loads its RBAC) stops kopf; the
+    operator starts it again, and objects declared after the refusal are handled."""
+    binding = next(m for m in rbac if m["kind"] == "ClusterRoleBinding")
+    path = f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding['metadata']['name']}"
+    await kube.request("DELETE", path)
+    try:
+        # The watches reconnect to the restarted server without their grant: each gets a 403.
+        await asyncio.to_thread(control_plane.stop_apiserver)
+        await asyncio.to_thread(control_plane.start_apiserver)
+        await wait_for(
+            lambda: WATCH_REFUSED.search(operator.output(400)),
+            what="kopf's line on a watch refused",
+            within=60,
+        )
+    finally:
+        await kube.create(binding)
+    space = "after-refusal-space"
+    await kube.create_object("Space", space, {"displayName": "After a refused watch"})
+    await wait_for(lambda: ready_true(kube, "Space", space), what="Ready on the Space", within=90)
+    assert operator.alive(), operator.output()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{operator.port}/metrics") as response,
+    ):
+        metrics = await response.text()
+    assert 'memory_mcp_operator_restarts_total{error="APIForbiddenError"}' in metrics

@@ -48,7 +48,7 @@ def run_promtool(promtool: str, *args: str, cwd: Path) -> subprocess.CompletedPr
 def test_promtool_checks_the_rules(promtool: str, rules_dir: Path) -> None:
     result = run_promtool(promtool, "check", "rules", "rules.yaml", cwd=rules_dir)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 10 rules found" in result.stdout
+    assert "SUCCESS: 11 rules found" in result.stdout
 
 
 def test_alerts_fire_on_synthetic_series(promtool: str, rules_dir: Path) -> None:

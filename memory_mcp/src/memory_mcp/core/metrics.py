@@ -117,3 +117,8 @@ RECONCILE_ERRORS = Counter(
 RECONCILE_DURATION = Histogram(
     "memory_mcp_reconcile_duration_seconds", "Reconcile latency", ["kind"], buckets=LATENCY_BUCKETS
 )
+OPERATOR_RESTARTS = Counter(
+    "memory_mcp_operator_restarts_total",
+    "Times kopf stopped on an error (a watch refused, a resource gone) and the operator started it again",
+    ["error"],
+)

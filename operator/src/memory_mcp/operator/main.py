@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -14,6 +17,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from memory_mcp.core.database import prepare_database
+from memory_mcp.core.metrics import OPERATOR_RESTARTS
 from memory_mcp.core.settings import Settings
 from memory_mcp.store.db import Database
 
@@ -21,6 +25,12 @@ from .handlers import OperatorContext, OperatorOptions, build_registry
 
 FINALIZER = "memory-mcp.io/finalizer"
 ANNOTATION_PREFIX = "memory-mcp.io"
+# Seconds between kopf stopping on an error and starting again; the last repeats. A run that lasted
+# RESTART_RESET_SECONDS starts the sequence over.
+RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+RESTART_RESET_SECONDS = 300.0
+
+log = logging.getLogger(__name__)
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -85,17 +95,70 @@ async def operate(
     ready = ready or asyncio.Event()
     runner = await serve_probes(probe_host, probe_port, ready) if probe_port is not None else None
     try:
-        await kopf.operator(
-            registry=registry,
-            settings=operator_settings(),
-            clusterwide=True,
-            standalone=True,  # one replica (Recreate); no peering objects to manage
-            stop_flag=stop_flag,
-            ready_flag=ready,
-        )
+        failures = 0
+        while True:
+            started = time.monotonic()
+            try:
+                await kopf.operator(
+                    registry=registry,
+                    settings=operator_settings(),
+                    clusterwide=True,
+                    standalone=True,  # one replica (Recreate); no peering objects to manage
+                    stop_flag=stop_flag,
+                    ready_flag=ready,
+                )
+                return  # stopped: a signal or the stop flag
+            except Exception as exc:
+                # kopf retries a lost connection for ever, but a watch refused outright (403 while a
+                # restarted API server loads its RBAC, 404 before it serves the CRDs again) stops
+                # every watch and kopf with it. Start it again rather than live on without watches.
+                ready.clear()  # /healthz answers 503 until kopf is back
+                failures = 0 if time.monotonic() - started >= RESTART_RESET_SECONDS else failures
+                delay = RESTART_BACKOFF[min(failures, len(RESTART_BACKOFF) - 1)]
+                failures += 1
+                OPERATOR_RESTARTS.labels(type(exc).__name__).inc()
+                log.error(
+                    "kopf stopped on %s: %s; starting it again in %.0f s", type(exc).__name__, exc, delay
+                )
+                if await _stopped_within(stop_flag, delay):
+                    return
     finally:
         if runner is not None:
             await runner.cleanup()
+
+
+async def _stopped_within(
+    stop_flag: asyncio.Future[Any] | asyncio.Event | threading.Event | None, seconds: float
+) -> bool:
+    """Wait ``seconds``; True as soon as ``stop_flag`` is set or SIGINT/SIGTERM arrives meanwhile
+    (kopf, stopped, no longer listens for them)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    watched: list[signal.Signals] = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+                watched.append(sig)
+    try:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if stop.is_set() or _is_set(stop_flag):
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), min(left, 0.2))
+        return stop.is_set() or _is_set(stop_flag)
+    finally:
+        for sig in watched:
+            loop.remove_signal_handler(sig)
+
+
+def _is_set(flag: asyncio.Future[Any] | asyncio.Event | threading.Event | None) -> bool:
+    if flag is None:
+        return False
+    if isinstance(flag, asyncio.Future):
+        return flag.done()
+    return flag.is_set()
 
 
 class KubernetesConfigMissing(Exception):
