@@ -202,6 +202,12 @@ class Settings(BaseSettings):
     # "auto": readable lines in a terminal, one JSON object a line otherwise (pods, files, pipes).
     log_format: Literal["auto", "text", "json"] = "auto"
 
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower_case(cls, value: object) -> object:
+        """``LOG_LEVEL=DEBUG`` as ``debug``: the spelling Python's logging and most tools use."""
+        return value.lower() if isinstance(value, str) else value
+
     @field_validator("database_url")
     @classmethod
     def _normalize_url(cls, value: str | None) -> str | None:
