@@ -155,7 +155,7 @@ def test_namespace_variable_lists_the_scraped_namespace(live: LiveRun) -> None:
 
 
 def test_every_alert_expression_runs(live: LiveRun) -> None:
-    assert len(live.alert_results) == 10
+    assert len(live.alert_results) == 11
     assert errors(live.alert_results) == {}
     assert errors(live.signal_results) == {}
 
