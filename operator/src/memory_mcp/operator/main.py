@@ -8,7 +8,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -29,6 +29,8 @@ ANNOTATION_PREFIX = "memory-mcp.io"
 # RESTART_RESET_SECONDS starts the sequence over.
 RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 RESTART_RESET_SECONDS = 300.0
+# Seconds kopf is given to finish its shutdown once it has reported failing, then again once cancelled.
+KOPF_STOP_GRACE_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +101,15 @@ async def operate(
         while True:
             started = time.monotonic()
             try:
-                await kopf.operator(
-                    registry=registry,
-                    settings=operator_settings(),
-                    clusterwide=True,
-                    standalone=True,  # one replica (Recreate); no peering objects to manage
-                    stop_flag=stop_flag,
-                    ready_flag=ready,
+                await _kopf_until_stopped_or_failed(
+                    kopf.operator(
+                        registry=registry,
+                        settings=operator_settings(),
+                        clusterwide=True,
+                        standalone=True,  # one replica (Recreate); no peering objects to manage
+                        stop_flag=stop_flag,
+                        ready_flag=ready,
+                    )
                 )
                 return  # stopped: a signal or the stop flag
             except Exception as exc:
@@ -125,6 +129,56 @@ async def operate(
     finally:
         if runner is not None:
             await runner.cleanup()
+
+
+class _KopfFailure(logging.Handler):
+    """Catches kopf's own line on its operator task failing (a watch refused stops them all)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.failed = asyncio.Event()
+        self.error: BaseException | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("Multidimensional multitasker has failed"):
+            self.error = record.exc_info[1] if record.exc_info else None
+            self.failed.set()
+
+
+class KopfDidNotStop(Exception):
+    """kopf's operator task failed and its shutdown did not finish in time."""
+
+
+async def _kopf_until_stopped_or_failed(operator: Coroutine[Any, Any, None]) -> None:
+    """Run kopf until it returns (stopped) or raises, and no longer than KOPF_STOP_GRACE_S past its
+    own report of failing: its shutdown has been seen to wait for ever once its watches failed (with
+    many objects' timers running), which would leave this process alive and watching nothing."""
+    watcher = _KopfFailure()
+    kopf_log = logging.getLogger("kopf._core.reactor.running")
+    kopf_log.addHandler(watcher)
+    task = asyncio.ensure_future(operator)
+    failed = asyncio.ensure_future(watcher.failed.wait())
+    try:
+        await asyncio.wait({task, failed}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait({task}, timeout=KOPF_STOP_GRACE_S)
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=KOPF_STOP_GRACE_S)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        failed.cancel()
+        kopf_log.removeHandler(watcher)
+    if not task.done():
+        log.error(
+            "kopf did not stop within %.0f s of failing; leaving what is left of it", 2 * KOPF_STOP_GRACE_S
+        )
+        raise watcher.error if isinstance(watcher.error, Exception) else KopfDidNotStop("kopf did not stop")
+    if task.cancelled():
+        raise watcher.error if isinstance(watcher.error, Exception) else KopfDidNotStop("kopf was cancelled")
+    task.result()
 
 
 async def _stopped_within(
