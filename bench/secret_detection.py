@@ -427,6 +427,15 @@ def semgrep_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(positives.items()), sorted(negatives)
 
 
+def _report_labelled(samples: tuple[list[tuple[str, str]], list[str]], corpus: str, labels: str) -> None:
+    """A corpus whose positives carry the label of the rule or family that wrote them: counts and
+    label names only (its texts are not printed, so a blind corpus stays blind)."""
+    positives, negatives = samples
+    count = len({label for _, label in positives})
+    _report_outside(f"blind ({corpus}, {count} {labels})", positives, negatives)
+    _report_by_kind(positives)
+
+
 def _report_by_kind(positives: list[tuple[str, str]]) -> None:
     per_kind: Counter[str] = Counter(kind for _, kind in positives)
     found: Counter[str] = Counter(kind for text, kind in positives if find_secret(text) is not None)
@@ -513,13 +522,6 @@ def trivy_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(positives.items()), sorted(negatives)
 
 
-def _report_trivy(root: Path) -> None:
-    positives, negatives = trivy_samples(root)
-    rules = len({rule for _, rule in positives})
-    _report_outside(f"blind (Trivy secret scanner tests, {rules} built-in rules)", positives, negatives)
-    _report_by_kind(positives)
-
-
 CREDSWEEPER_DATA = Path("tests/data")
 # CredSweeper rules that report identifiers, not credentials; left out before the corpus was run.
 CREDSWEEPER_IDENTIFIERS = frozenset(
@@ -561,13 +563,6 @@ def credsweeper_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
         if (found := text(*key))
     }
     return sorted(positives.items()), sorted(dropped - positives.keys())
-
-
-def _report_credsweeper(root: Path) -> None:
-    positives, negatives = credsweeper_samples(root)
-    rules = len({rule for _, rule in positives})
-    _report_outside(f"blind (CredSweeper test samples, {rules} rules)", positives, negatives)
-    _report_by_kind(positives)
 
 
 # The patterns of GitHub's custom pattern collection that look for no credential; left out, with
@@ -619,13 +614,6 @@ def github_patterns_samples(root: Path) -> tuple[list[tuple[str, str]], list[str
     return sorted(positives.items()), []
 
 
-def _report_github_patterns(root: Path) -> None:
-    positives, negatives = github_patterns_samples(root)
-    kinds = len({kind for _, kind in positives})
-    _report_outside(f"blind (GitHub custom secret patterns, {kinds} patterns)", positives, negatives)
-    _report_by_kind(positives)
-
-
 RIPSECRETS_TEST = Path("test")
 
 
@@ -652,14 +640,6 @@ def ripsecrets_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
         {line.strip() for line in read(none).splitlines() if line.strip()} if none.is_file() else set()
     )
     return sorted(positives.items()), sorted(negatives - positives.keys())
-
-
-def _report_ripsecrets(root: Path) -> None:
-    """Counts and family names only: the corpus stays blind, so no text of it is printed."""
-    positives, negatives = ripsecrets_samples(root)
-    families = len({family for _, family in positives})
-    _report_outside(f"blind (ripsecrets test files, {families} families)", positives, negatives)
-    _report_by_kind(positives)
 
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -767,13 +747,15 @@ def main() -> None:
     if args.kingfisher is not None:
         _report_kingfisher(args.kingfisher, args.noseyparker)
     if args.trivy is not None:
-        _report_trivy(args.trivy)
+        _report_labelled(trivy_samples(args.trivy), "Trivy secret scanner tests", "built-in rules")
     if args.credsweeper is not None:
-        _report_credsweeper(args.credsweeper)
+        _report_labelled(credsweeper_samples(args.credsweeper), "CredSweeper test samples", "rules")
     if args.github_patterns is not None:
-        _report_github_patterns(args.github_patterns)
+        _report_labelled(
+            github_patterns_samples(args.github_patterns), "GitHub custom secret patterns", "patterns"
+        )
     if args.ripsecrets is not None:
-        _report_ripsecrets(args.ripsecrets)
+        _report_labelled(ripsecrets_samples(args.ripsecrets), "ripsecrets test files", "families")
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")
