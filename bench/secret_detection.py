@@ -4,7 +4,7 @@ held-out corpus and an external corpus separately, and time per call on 2,000-ch
 Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
 [--secretlint PATH] [--semgrep PATH] [--kingfisher PATH] [--trivy PATH] [--credsweeper PATH]
-[--github-patterns PATH] [--ripsecrets PATH]``.
+[--github-patterns PATH] [--ripsecrets PATH] [--earlybird PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -90,6 +90,16 @@ them (0.816 both times, no text read; spent now). ``--ripsecrets PATH`` reads a 
 ``test/``: each non-empty line of a file under ``one_per_line/`` as a positive and each file under
 ``one_per_file/`` as one, labelled by the file's name (its family), and each non-empty line of
 ``none`` as a negative. It prints counts and family names only, never a text.
+
+The blind corpus of round 7: the rule examples of EarlyBird (americanexpress/earlybird, Apache-2.0,
+commit ``573753e6f39a02293d4a250878e66664aefa674a``), never read while writing the rules; the loader
+was written from the rule files' layout alone. ``--earlybird PATH`` reads a checkout's
+``config/rules/``: in each rule file that searches a file's body (``Searcharea: body``), the
+``Example`` of each rule whose ``Category`` names a credential (`EARLYBIRD_CREDENTIALS`: ``key``,
+``password-secret``) as a positive, labelled by the rule's ``Caption``. The other categories (PII,
+card numbers, infrastructure, comments, weak cryptography, inclusive language) and the rules on file
+names are left out, chosen before the run. The corpus has no negatives. It prints counts and
+captions only, never a text.
 """
 
 from __future__ import annotations
@@ -642,6 +652,27 @@ def ripsecrets_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(positives.items()), sorted(negatives - positives.keys())
 
 
+EARLYBIRD_RULES = Path("config/rules")
+# EarlyBird's rule categories that look for a credential; the others (pii, cc-number,
+# infrastructure, comment, insecure-crypto, inclusivity, sensitive-file) were left out before the run.
+EARLYBIRD_CREDENTIALS = frozenset({"key", "password-secret"})
+
+
+def earlybird_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """EarlyBird's rule examples under ``root``: the ``Example`` of each rule of a credential
+    category in a rule file on files' bodies, labelled by the rule's caption; no negatives."""
+    positives: dict[str, str] = {}
+    for path in sorted((root / EARLYBIRD_RULES).glob("*.yaml")):
+        config = yaml.safe_load(path.read_text("utf-8")) or {}
+        if str(config.get("Searcharea", "")).lower() != "body":
+            continue
+        for rule in config.get("rules") or ():
+            example = rule.get("Example")
+            if rule.get("Category") in EARLYBIRD_CREDENTIALS and isinstance(example, str) and example.strip():
+                positives.setdefault(example.strip(), str(rule.get("Caption", path.stem)))
+    return sorted(positives.items()), []
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -725,6 +756,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of sirwart/ripsecrets (blind corpus: counts only, run once before and once after)",
     )
+    parser.add_argument(
+        "--earlybird",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of americanexpress/earlybird (blind corpus: counts only, run once before and once after)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -756,6 +793,8 @@ def main() -> None:
         )
     if args.ripsecrets is not None:
         _report_labelled(ripsecrets_samples(args.ripsecrets), "ripsecrets test files", "families")
+    if args.earlybird is not None:
+        _report_labelled(earlybird_samples(args.earlybird), "EarlyBird rule examples", "captions")
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

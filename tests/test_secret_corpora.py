@@ -10,10 +10,12 @@ import yaml
 
 from bench.secret_detection import (
     CREDSWEEPER_DATA,
+    EARLYBIRD_RULES,
     SECRETLINT_RULES,
     SEMGREP_SECRETS,
     TRIVY_SECRET,
     credsweeper_samples,
+    earlybird_samples,
     github_patterns_samples,
     ripsecrets_samples,
     rule_examples,
@@ -252,3 +254,27 @@ def test_ripsecrets_lines_and_files_become_positives_by_family_and_none_lines_ne
         ]
     )
     assert negatives == ["id = 1234", "plain words"]  # a line that is also a positive is not a negative
+
+
+def test_earlybird_examples_of_credential_rules_on_bodies_become_positives_by_caption(tmp_path: Path) -> None:
+    rules = tmp_path / EARLYBIRD_RULES
+    rules.mkdir(parents=True)
+    body = {
+        "Searcharea": "body",
+        "rules": [
+            {"Code": 1, "Category": "password-secret", "Caption": "Password", "Example": " pw=AAA111 "},
+            {"Code": 2, "Category": "key", "Caption": "Key", "Example": "key: BBB222\nmore"},
+            {"Code": 3, "Category": "password-secret", "Caption": "Repeat", "Example": "pw=AAA111"},
+            {"Code": 4, "Category": "password-secret", "Caption": "No example", "Example": None},
+            {"Code": 5, "Category": "pii", "Caption": "Potential SSN", "Example": "123-45-6789"},
+        ],
+    }
+    (rules / "content.yaml").write_text(yaml.safe_dump(body))
+    names = {
+        "Searcharea": "filename",
+        "rules": [{"Code": 6, "Category": "key", "Caption": "Key file", "Example": "id_rsa"}],
+    }
+    (rules / "filename.yaml").write_text(yaml.safe_dump(names))
+    positives, negatives = earlybird_samples(tmp_path)
+    assert positives == [("key: BBB222\nmore", "Key"), ("pw=AAA111", "Password")]
+    assert negatives == []
