@@ -1635,6 +1635,9 @@ def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
     for template in _V9_LOOK_ALIKES:
         samples.extend(template(look_alikes) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
     samples += _V9_NEGATIVES
+    look_alikes = random.Random(seed + 10)
+    for template in _V10_LOOK_ALIKES:
+        samples.extend(template(look_alikes) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
     return samples + list(_V5_NEGATIVES) + list(_V6_NEGATIVES) + list(_V7_NEGATIVES) + list(_V8_NEGATIVES)
 
 
@@ -2000,6 +2003,50 @@ _V9_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
     lambda r: f"| Request id | {_uuid(r)} |",
     lambda r: f"| GPG key | {_chars(r, 16, _HEX).upper()} |",
     lambda r: f'Authorization: Digest username="bot", nonce="{_chars(r, 32, _HEX)}"',
+)
+
+
+def _b64(rng: random.Random, n: int) -> str:
+    return base64.b64encode(rng.randbytes(n)).decode()
+
+
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_NIX_BASE32 = "0123456789abcdfghijklmnpqrsvwxyz"
+
+# Round 7: random-looking tokens that are public or identifiers, with no credential word beside them:
+# what a randomness test on any long token must let pass. Written before its rule.
+_V10_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
+    lambda r: f"The design doc is Drive file 1{_chars(r, 43, _B62)}; ask Ana for access.",
+    lambda r: f"Spreadsheet id 1{_chars(r, 43, _B62)} feeds the weekly report.",
+    lambda r: f"Send the refund to wallet {_chars(r, 44, _BASE58)} before Friday.",
+    lambda r: f"Donations go to 1{_chars(r, 33, _BASE58)} now.",
+    lambda r: f"The contract lives at 0x{''.join(r.choice([c, c.upper()]) for c in _chars(r, 40, _HEX))}.",
+    lambda r: f"[Peer]\nPublicKey = {_b64(r, 32)}\nAllowedIPs = 10.0.0.2/32",
+    lambda r: f"const pubkey256 = '{_b64(r, 32)}';",
+    lambda r: f'{{"id": "{_chars(r, 32, _B62)}", "status": "queued"}}',
+    lambda r: f"Request id {_chars(r, 36, _B62)} failed with 502 at the gateway.",
+    lambda r: f"X-Request-ID: {_chars(r, 32, _B62)}",
+    lambda r: f'"nonce": "{_b64(r, 32)}", "alg": "A256GCM"',
+    lambda r: f'ETag: "{_b64url(r.randbytes(24))}"',
+    lambda r: f"Next page cursor {_b64url(r.randbytes(30))} came back from the API.",
+    lambda r: f"Mux playback id {_chars(r, 40, _B62)} is the keynote recording.",
+    lambda r: f"Blob stored under blobs/{_chars(r, 40, _B62)} in the bucket.",
+    lambda r: f"/nix/store/{_chars(r, 32, _NIX_BASE32)}-hello is what the build produced.",
+    lambda r: (
+        "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIE"
+        + "\n".join(_b64(r, 48) for _ in range(3))
+        + "\n-----END CERTIFICATE-----"
+    ),
+    lambda r: (
+        "-----BEGIN PGP SIGNATURE-----\n\niQIzBAEBCAAdFiEE"
+        + "\n".join(_b64(r, 48) for _ in range(3))
+        + "\n-----END PGP SIGNATURE-----"
+    ),
+    lambda r: f"github.com/acme/api v1.4.2 h1:{_b64(r, 32)}",
+    lambda r: f"The release signature {_b64(r, 64)} verifies against the maintainers' public key.",
+    lambda r: f"Ciphertext {_b64(r, 48)} is what the client stores; the key stays in KMS.",
+    lambda r: f'<meta name="google-site-verification" content="{_chars(r, 43, _B64URL)}">',
+    lambda r: f"Salt {_b64(r, 32)} and 600,000 rounds of PBKDF2 protect the vault export.",
 )
 
 _V5_NEGATIVES = (
