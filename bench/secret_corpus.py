@@ -54,6 +54,7 @@ _FAMILIES: dict[str, frozenset[str]] = {
     "vendor_api_key": frozenset({"generic_high_entropy", "secret_assignment"}),
     "webhook_url": frozenset({"generic_high_entropy", "secret_assignment"}),
     "azure_client_secret": frozenset({"secret_assignment", "generic_high_entropy"}),
+    "random_token": frozenset({"generic_high_entropy", "secret_assignment", "vendor_api_key", "bare_key"}),
 }
 
 
@@ -1157,6 +1158,26 @@ _V9_POSITIVES: tuple[_Family, ...] = (
 )
 
 
+# Round 7: a random token with no credential word beside it: a vendor's name alone, an unusual
+# variable, a code literal, a header of the vendor's own.
+_V10_POSITIVES: tuple[_Family, ...] = (
+    (
+        "random_token",
+        lambda r: _chars(r, 40, _B62),
+        (
+            "liveagent '{s}'",
+            "acme_api = '{s}'",
+            "Use {s} for the staging deploy.",
+            'const client = new Acme("{s}");',
+            "<apiSettings><value>{s}</value></apiSettings>",
+            "curl -H 'X-Acme: {s}' https://api.acme.io/v1/items",
+        ),
+    ),
+    ("random_token", lambda r: "00" + _chars(r, 40, _B64URL), ('default = "{s}"',)),
+    ("random_token", lambda r: base64.b64encode(r.randbytes(40)).decode(), ("kraken '{s}'",)),
+)
+
+
 def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     """Fake credentials in memory-like sentences: ``(text, expected kind)``, four or more per kind."""
     rng = random.Random(seed)
@@ -1165,6 +1186,7 @@ def positive_samples(seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     samples += _fill(_V6_POSITIVES, random.Random(seed + 6), 2)
     samples += _fill(_V8_POSITIVES, random.Random(seed + 8), 2)
     samples += _fill(_V9_POSITIVES, random.Random(seed + 9), 2)
+    samples += _fill(_V10_POSITIVES, random.Random(seed + 10), 2)
     return samples + _fill(_V4_POSITIVES, random.Random(seed + 4), 2)
 
 

@@ -828,6 +828,36 @@ FAMILIES: list[tuple[str, str, str]] = [
         ).decode()[:52],
         "Grafana's old API keys start with eyJrIjoi; service account tokens with glsa_.",
     ),
+    (
+        "a random token after a vendor's name alone",
+        f"liveagent '{_random(40, seed=135)}'",
+        f"Mux playback id {_random(40, seed=135)} is the keynote recording.",
+    ),
+    (
+        "a random token in a code literal",
+        f'const client = new Acme("{_random(36, seed=136)}");',
+        f'{{"id": "{_random(36, seed=136)}", "status": "queued"}}',
+    ),
+    (
+        "a random base64 token with no name",
+        f"kraken '{base64.b64encode(random.Random(137).randbytes(40)).decode()}'",
+        f"Salt {base64.b64encode(random.Random(137).randbytes(40)).decode()} protects the export.",
+    ),
+    (
+        "a random token of 28 characters",
+        f"Use {_random(30, seed=138)} for the staging deploy.",
+        f"Blob stored under blobs/{_random(30, seed=138)} in the bucket.",
+    ),
+    (
+        "a random lowercase token with no name",
+        f"redhat {_random(36, _LOWER36, seed=139)}",
+        f"/nix/store/{_random(32, '0123456789abcdfghijklmnpqrsvwxyz', seed=139)}-hello is the build.",
+    ),
+    (
+        "a random token beside a public key's armour",
+        f"{_random(44, seed=140)}\n-----BEGIN CERTIFICATE-----\nMIIB",
+        f"-----BEGIN CERTIFICATE-----\nMIIB\n{_random(44, seed=140)}\n-----END CERTIFICATE-----",
+    ),
 ]
 
 

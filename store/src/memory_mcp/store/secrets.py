@@ -145,6 +145,15 @@ Rules
    ``password``, ``credential`` and their equivalents in the languages above (``clé``, ``jeton``,
    ``clave``, ``chave``, ``sleutel``, ``Schlüssel``, ``chiave``, ``klucz``, ``nyckel``, ``ключ``, ...).
 
+6. **Random tokens with no name** (round 7): a run of 28+ token characters anywhere in a text that
+   the bare-key test calls random (mixed case, or lowercase with digits; entropy, class changes, not
+   a walk along the alphabet, not mostly words, not base64 of readable text), unless its shape or the
+   word before it says it is public or an id: prefixed ids, ``0x`` and hex, legacy Bitcoin addresses,
+   paths, data URIs and files' base64, the body of a certificate, PGP signature or public key, JWK
+   public members, and a name such as id, file, hash, digest, nonce, salt, cursor, ETag, signature,
+   ciphertext, wallet or address, public key or pin just before it. Tried last, on the text as
+   normalised, after every other rule has passed every reading.
+
 What does *not* count as a secret (so that notes *about* credentials can be saved):
 
 - **Placeholders and references**: values in angle brackets or templates (``<password>``,
@@ -273,6 +282,7 @@ SECRET_KINDS: tuple[SecretKind, ...] = (
     SecretKind("secret_assignment", "a secret, token or API key value"),
     SecretKind("generic_high_entropy", "a random-looking secret next to a word like key, secret or token"),
     SecretKind("bare_key", "a random key-shaped value saved on its own"),
+    SecretKind("random_token", "a random key-shaped token of 28+ characters, with or without a name"),
 )
 
 _LABELS: dict[str, str] = {k.kind: k.label for k in SECRET_KINDS}
@@ -3276,7 +3286,7 @@ def _decodes_to_text(segment: str) -> bool:
     return decoded.isascii() and decoded.decode("ascii").isprintable()
 
 
-def _bare_key(value: str) -> bool:
+def _bare_key(value: str, min_length: int = MIN_BARE_KEY) -> bool:
     if (
         _UUID.fullmatch(value)
         or _ULID.fullmatch(value)
@@ -3299,12 +3309,93 @@ def _bare_key(value: str) -> bool:
     if value.count(".") == 2 or any(_decodes_to_text(part) for part in value.split(".")):
         return False
     joined = _TOKEN_SEPARATORS.sub("", value)
-    if len(joined) < MIN_BARE_KEY or _HEX_ONLY.fullmatch(joined) or _sequential(joined):
+    if len(joined) < min_length or _HEX_ONLY.fullmatch(joined) or _sequential(joined):
         return False
     # Words run together (mixed case: ``ValueMapListCache...``); lowercase is judged by its vowels.
     if not joined.islower() and _wordy(joined):
         return False
     return _looks_random(joined) or _looks_random_lowercase(joined)
+
+
+# A random token anywhere in a text, with no credential word beside it (``kraken '<random>'``,
+# ``new Acme("<random>")``): `_bare_key`'s test on each run of 28+ token characters, minus what is
+# public or an identifier by its shape or by the word before it. Not: a prefixed id (``cs_live_``,
+# ``U_kgDO``, ``NODE_SEA_FUSE_<hex>``: the identifiable-token rule's to judge), ``0x`` and hex, hex
+# with short words around it, a legacy Bitcoin address, a path (a segment that is a word, hex or a
+# UUID), a file's base64 (a data URI, PNG, JPEG, GIF, PDF, zip, an SSH public key's ``AAAA``), the
+# body of an armoured block that is not a private key (certificates, PGP signatures and public
+# keys), a JWK's public members, and a token whose name says what it is (an id, a file or sheet, a
+# hash, digest, nonce, salt, cursor, ETag, signature, ciphertext, wallet or address, a public key or
+# pin; ``h1:`` of go.sum). It runs last, after every other rule has passed every reading of the text.
+MIN_RANDOM_TOKEN = 28
+_NAMED_PREFIX = re.compile(r"(?:[a-z]{1,12}|[A-Z]{1,12})(?:[_-](?:[a-z]{1,12}|[A-Z]{1,12}))*[_-]")
+_NOT_A_TOKEN = re.compile(r"0x[0-9A-Fa-f]+|[13][1-9A-HJ-NP-Za-km-z]{25,34}")
+_ID_PARTS = re.compile(r"[-_]")
+_PATH_SEGMENT = re.compile(r"[a-z]{3,}|[0-9a-fA-F]{7,}")
+_FILE_BASE64 = ("iVBORw0KGgo", "/9j/", "R0lGOD", "JVBERi0", "UEsDB", "AAAA")
+_ID_WORDS = (
+    r"ids?|identifiers?|u?uids?|guids?|hash(?:es)?|digests?|checksums?|fingerprints?|etags?|nonces?|"
+    r"salts?|ivs?|cursors?|commits?|revisions?|revs?|sha\d*|h1|cids?|address(?:es)?|addr|wallets?|"
+    r"txs?|txids?|transactions?|files?|folders?|docs?|documents?|sheets?|spreadsheets?|videos?|"
+    r"playlists?|images?|nodes?|objects?|blobs?|records?|messages?|msgs?|requests?|traces?|spans?|"
+    r"correlations?|pages?|signatures?|sigs?|ciphertexts?|encrypted|content|pub(?:lic)?[_-]?keys?|"
+    r"pins?|integrity"
+)
+_ID_BEFORE = re.compile(
+    rf"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))(?i:{_ID_WORDS})\d*[\"'\]]?[ \t]*(?::=|=>|[:=])?[ \t]*[\"'`(\[]*$"
+)
+_JWK_PUBLIC_BEFORE = re.compile(r"\"(?:x|y|n|e|crv|kid|x5t|x5c)\"[ \t]*:[ \t]*\[?[ \t]*\"$")
+_ARMOUR = "-----BEGIN "
+_ID_CONTEXT = 40
+
+
+def _named_or_shaped_as_id(text: str, match: re.Match[str], value: str) -> bool:
+    """Whether a random-looking run is an identifier or public by its shape or the word before it."""
+    if _NAMED_PREFIX.match(value) or _NOT_A_TOKEN.fullmatch(value) or value.startswith(_FILE_BASE64):
+        return True
+    # Hex with short words around it (``<32 hex>-us6``, ``<32 hex>-v2``): hex, which passes alone.
+    if all(len(part) < 8 or _HEX_ONLY.fullmatch(part) for part in _ID_PARTS.split(value)):
+        return True
+    if "/" in value and any(
+        _PATH_SEGMENT.fullmatch(part) or _UUID.fullmatch(part) for part in value.split("/")
+    ):
+        return True
+    start = match.start()
+    # After ``%``: inside a percent-encoded stretch (a data URI in a URL, ``base64%2CiVBOR...``),
+    # which the escapes' reading decodes for the rules that name a credential.
+    if start and text[start - 1] == "%":
+        return True
+    line_start = text.rfind("\n", 0, start) + 1
+    before = text[max(line_start, start - _ID_CONTEXT) : start]
+    if before.endswith("base64,") or _ID_BEFORE.search(before) or _JWK_PUBLIC_BEFORE.search(before):
+        return True
+    # A credential word within the generic rule's reach: that rule (and the named ones) judged this
+    # token with its name, and passed it (``recaptcha_site_key = 6Lc...``, ``cache key``).
+    line_end = text.find("\n", match.end())
+    line_end = len(text) if line_end < 0 else line_end
+    if _SECRET_WORD.search(text, max(line_start, start - _CONTEXT_BEFORE), start) or _SECRET_WORD.search(
+        text, match.end(), min(line_end, match.end() + _CONTEXT_AFTER)
+    ):
+        return True
+    armour = text.rfind(_ARMOUR, 0, start)
+    return armour >= 0 and "PRIVATE" not in text[armour : armour + 60].split("\n", 1)[0]
+
+
+def _random_token(text: str) -> bool:
+    """A run of 28+ token characters that `_bare_key` calls random and nothing marks as public."""
+    for match in _candidates(text):
+        value = match.group().rstrip("=")
+        if (
+            len(value) < MIN_RANDOM_TOKEN
+            or "." in value
+            or _PREFIXED_ID.fullmatch(value)
+            or _named_or_shaped_as_id(text, match, value)
+            or _is_public_or_id(text, match)
+        ):
+            continue
+        if _bare_key(value, MIN_RANDOM_TOKEN):
+            return True
+    return False
 
 
 def _lower_same_length(text: str) -> str:
@@ -3396,9 +3487,16 @@ def _without_documented_examples(text: str) -> str:
 def find_secret(text: str) -> SecretMatch | None:
     """Return the first credential found in `text` (rules in the module docstring), or None."""
     text = _without_documented_examples(text)
+    first: str | None = None
     for variant in _variants(text):
         if (found := _find(variant, decode=True)) is not None:
             return found
+        first = variant if first is None else first
+    # Last, after every other rule on every reading: a random token with no name to go by, so that
+    # what another rule names (a PEM body, a continued ``curl -u``) is refused as that. It reads the
+    # text as normalised only: the other readings are stretches cut from it, whose edges cut tokens.
+    if first is not None and _random_token(first):
+        return SecretMatch("random_token", _LABELS["random_token"])
     return None
 
 
