@@ -2069,7 +2069,15 @@ _V10_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
     lambda r: f"Ciphertext {_b64(r, 48)} is what the client stores; the key stays in KMS.",
     lambda r: f'<meta name="google-site-verification" content="{_chars(r, 43, _B64URL)}">',
     lambda r: f"Salt {_b64(r, 32)} and 600,000 rounds of PBKDF2 protect the vault export.",
+    # The header of an encrypted JWT (JWE) alone.
+    lambda r: f"The JWE header {_jwe_header(r)} says the cookie is encrypted with the shared key.",
 )
+
+
+def _jwe_header(rng: random.Random) -> str:
+    enc = rng.choice(["A256GCM", "A128CBC-HS256", "A256CBC-HS512"])
+    return _b64url(json.dumps({"alg": rng.choice(["dir", "RSA-OAEP", "A256KW"]), "enc": enc}).encode())
+
 
 _V5_NEGATIVES = (
     "Tailscale keys look like tskey-auth-<id>-<secret>; ours live in the CI vault.",
