@@ -1175,6 +1175,13 @@ _V10_POSITIVES: tuple[_Family, ...] = (
     ),
     ("random_token", lambda r: "00" + _chars(r, 40, _B64URL), ('default = "{s}"',)),
     ("random_token", lambda r: base64.b64encode(r.randbytes(40)).decode(), ("kraken '{s}'",)),
+    (
+        "jwt",
+        lambda r: ".".join(
+            [_jwe_header(r), "", _b64url(r.randbytes(12)), _b64url(r.randbytes(90)), _b64url(r.randbytes(16))]
+        ),
+        ("Cookie from the staging browser: {s}", "__Secure-next-auth.session-token={s}"),
+    ),
 )
 
 

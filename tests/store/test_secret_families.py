@@ -42,6 +42,7 @@ _AZURE_KEY = base64.b64encode(random.Random(3).randbytes(64)).decode()
 _UUID = "3f2b8c1e-9d4a-4e6b-a7c5-1f0e2d3c4b5a"
 _UNSIGNED_HEADER = _b64url(json.dumps({"alg": "none", "typ": "JWT"}).encode())
 _RS256_HEADER = _b64url(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
+_JWE_HEADER = _b64url(json.dumps({"alg": "dir", "enc": "A256GCM"}).encode())
 _PAYLOAD = _b64url(json.dumps({"sub": "42", "role": "admin", "iat": 1735689600}).encode())
 
 # (family, a memory holding one, a look-alike that is not one)
@@ -852,6 +853,11 @@ FAMILIES: list[tuple[str, str, str]] = [
         "a random lowercase token with no name",
         f"redhat {_random(36, _LOWER36, seed=139)}",
         f"/nix/store/{_random(32, '0123456789abcdfghijklmnpqrsvwxyz', seed=139)}-hello is the build.",
+    ),
+    (
+        "an encrypted JWT (JWE)",
+        f"{_JWE_HEADER}..{_random(16, seed=141)}.{_random(120, seed=142)}.{_random(22, seed=143)}",
+        f"The JWE header {_JWE_HEADER} names dir and A256GCM.",
     ),
     (
         "a random token beside a public key's armour",

@@ -74,7 +74,8 @@ Rules
    Telegram (``tgram://``); SonarQube's ``sonar.login`` with 40 hex; Vault unseal keys after
    ``unseal``; the hex of "Your Acme key is <32+ hex>" (not a cache, sort, object or public key).
 2. **Structural formats**: JWTs (three base64url segments whose header decodes to a JSON object with
-   ``alg``; without the signature, the payload must decode to a JSON object too), PEM private-key
+   ``alg``; without the signature, the payload must decode to a JSON object too; encrypted ones,
+   JWE, five segments after such a header: NextAuth's session cookie), PEM private-key
    blocks (a ``BEGIN ... PRIVATE KEY`` line followed by key material, also on quoted or commented
    lines; or a whole BEGIN/END block whose body is not a stand-in; or the header alone on its line
    at the end of the text, a paste cut off after its first line), the
@@ -2840,6 +2841,18 @@ _RULES: tuple[_Rule, ...] = (
         ),
         _jwt,
         not_after=_WORD_DASH,
+    ),
+    _Rule(
+        "jwt",
+        # An encrypted JWT (JWE, RFC 7516): header, encrypted key (empty with ``"alg": "dir"``), IV,
+        # ciphertext and tag; NextAuth's session cookie is one. The header must name ``alg``.
+        re.compile(
+            r"(?P<h>ey[A-Za-z0-9_-]{10,})\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"
+            r"\.[A-Za-z0-9_-]{16,}(?![A-Za-z0-9_.-])"
+        ),
+        lambda match: "alg" in (_json_object(match.group("h")) or {}),
+        not_after=_WORD_DASH,
+        hints=("ey",),
     ),
     _Rule(
         "private_key",
