@@ -2078,6 +2078,12 @@ _V10_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
     lambda r: f"Salt {_b64(r, 32)} and 600,000 rounds of PBKDF2 protect the vault export.",
     # The header of an encrypted JWT (JWE) alone.
     lambda r: f"The JWE header {_jwe_header(r)} says the cookie is encrypted with the shared key.",
+    # Ids named by what they identify, and Gerrit's change ids.
+    lambda r: f"Gerrit change I{_chars(r, 40, _HEX)} merged yesterday.",
+    lambda r: f"Session replay {_chars(r, 30, _B62)} in PostHog shows the crash.",
+    lambda r: f"The nightly build {_chars(r, 32, _B62)} failed on the arm64 runner.",
+    lambda r: f"Support ticket {_chars(r, 28, _B62)} is about the export timing out.",
+    lambda r: f"Loom recording {_chars(r, 32, _LOWER_DIGITS)} walks through the migration.",
 )
 
 

@@ -917,6 +917,9 @@ KEPT: list[str] = [
     f"GPG signing key {_random(40, _HEX, seed=108).upper()} signs the release tags.",
     f"The primary key {_UUID} and the sort key 01HV6ZJ8Q5X3K2M4N7P9R0S1T2 identify the row.",
     f"PostHog project key phc_{_random(43, seed=109)} is public.",
+    f"Gerrit change I{_random(40, _HEX, seed=144)} merged yesterday.",
+    f"Support ticket {_random(28, seed=145)} is about the export timing out.",
+    f"Send the refund to wallet {_random(44, '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz', seed=146)}.",
 ]
 
 # A memory that is only a random key-shaped token is refused; one that is only an id, a digest or a

@@ -3330,19 +3330,21 @@ def _bare_key(value: str, min_length: int = MIN_BARE_KEY) -> bool:
     return _looks_random(joined) or _looks_random_lowercase(joined)
 
 
-# A random token anywhere in a text, with no credential word beside it (``kraken '<random>'``,
-# ``new Acme("<random>")``): `_bare_key`'s test on each run of 28+ token characters, minus what is
-# public or an identifier by its shape or by the word before it. Not: a prefixed id (``cs_live_``,
+# A random token anywhere in a text, with no credential word beside it (``kraken '<random>'``, ``new
+# Acme("<random>")``): `_bare_key`'s test on each run of 28+ token characters, minus what is public
+# or an identifier by its shape or by the word before it. Not: a prefixed id (``cs_live_``,
 # ``U_kgDO``, ``NODE_SEA_FUSE_<hex>``: the identifiable-token rule's to judge), ``0x`` and hex, hex
-# with short words around it, a legacy Bitcoin address, a path (a segment that is a word, hex or a
-# UUID), a file's base64 (a data URI, PNG, JPEG, GIF, PDF, zip, an SSH public key's ``AAAA``), the
-# body of an armoured block that is not a private key (certificates, PGP signatures and public
-# keys), a JWK's public members, and a token whose name says what it is (an id, a file or sheet, a
-# hash, digest, nonce, salt, cursor, ETag, signature, ciphertext, wallet or address, a public key or
-# pin; ``h1:`` of go.sum). It runs last, after every other rule has passed every reading of the text.
+# with a letter or two before it (Gerrit's ``I<40 hex>``) or short words around it, a legacy Bitcoin
+# address, a path (a segment that is a word, hex or a UUID), a file's base64 (a data URI, PNG, JPEG,
+# GIF, PDF, zip, an SSH public key's ``AAAA``), the body of an armoured block that is not a private
+# key (certificates, PGP signatures and public keys), a JWK's public members, and a token whose name
+# says what it is (an id, a file or sheet, a hash, digest, nonce, salt, cursor, ETag, signature,
+# ciphertext, wallet or address, a public key or pin; ``h1:`` of go.sum; or what an id names: a run,
+# job, ticket, order, recording, release...). It runs last, after every other rule has passed every
+# reading of the text.
 MIN_RANDOM_TOKEN = 28
 _NAMED_PREFIX = re.compile(r"(?:[a-z]{1,12}|[A-Z]{1,12})(?:[_-](?:[a-z]{1,12}|[A-Z]{1,12}))*[_-]")
-_NOT_A_TOKEN = re.compile(r"0x[0-9A-Fa-f]+|[13][1-9A-HJ-NP-Za-km-z]{25,34}")
+_NOT_A_TOKEN = re.compile(r"0x[0-9A-Fa-f]+|[A-Za-z]{1,2}[0-9a-f]{24,}|[13][1-9A-HJ-NP-Za-km-z]{25,34}")
 _ID_PARTS = re.compile(r"[-_]")
 _PATH_SEGMENT = re.compile(r"[a-z]{3,}|[0-9a-fA-F]{7,}")
 _FILE_BASE64 = ("iVBORw0KGgo", "/9j/", "R0lGOD", "JVBERi0", "UEsDB", "AAAA")
@@ -3352,7 +3354,15 @@ _ID_WORDS = (
     r"txs?|txids?|transactions?|files?|folders?|docs?|documents?|sheets?|spreadsheets?|videos?|"
     r"playlists?|images?|nodes?|objects?|blobs?|records?|messages?|msgs?|requests?|traces?|spans?|"
     r"correlations?|pages?|signatures?|sigs?|ciphertexts?|encrypted|content|pub(?:lic)?[_-]?keys?|"
-    r"pins?|integrity"
+    r"pins?|integrity|"
+    # What an id names: a run, a job, a ticket, an order, a recording...
+    r"replays?|recordings?|clips?|builds?|runs?|jobs?|tickets?|cases?|issues?|events?|tasks?|items?|"
+    r"entit(?:y|ies)|resources?|assets?|attachments?|uploads?|media|posts?|comments?|threads?|channels?|"
+    r"rooms?|conversations?|chats?|orders?|invoices?|receipts?|payments?|charges?|refunds?|customers?|"
+    r"devices?|instances?|containers?|pods?|deployments?|releases?|snapshots?|backups?|volumes?|"
+    r"workspaces?|projects?|tenants?|orgs?|organi[sz]ations?|boards?|cards?|rows?|tables?|models?|"
+    r"datasets?|experiments?|checkpoints?|artifacts?|artefacts?|bundles?|packages?|branch(?:es)?|"
+    r"changes?|patch(?:es)?|links?|slugs?"
 )
 _ID_BEFORE = re.compile(
     rf"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))(?i:{_ID_WORDS})\d*[\"'\]]?[ \t]*(?::=|=>|[:=])?[ \t]*[\"'`(\[]*$"
