@@ -230,6 +230,43 @@ async def test_full_text_reads_each_words_first_matches_and_counts_them_up_to_th
         assert scores[memory.id] == pytest.approx(alpha_idf / (alpha_idf + beta_idf), abs=2e-4)
 
 
+async def test_counts_that_reached_their_caps_are_not_made_again_until_their_time_passes(
+    db: Database,
+) -> None:
+    """A space's size and a word's count that reached ``space_cap`` and ``df_cap`` are remembered
+    for ``capped_ttl_s``: the weights they give stay exact while memories are added, and are only
+    stale (the capped counts' weights) when the space shrinks under a cap within that time. Once
+    it passes, the counts are made again."""
+    ctx = await writer(db)
+    alpha = [await save(db, ctx, None, f"Alpharetta note number {n} of six.") for n in range(6)]
+    beta = await save(db, ctx, None, "Betelgeuse is the only one here.")
+
+    def idf(n: int, df: int) -> float:
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def scores(result: search.SearchResult) -> dict[uuid.UUID, float]:
+        return {h.memory.id: h.score for h in result.hits}
+
+    ttl = 0.5
+    caps = search.SearchParams(context=False, space_cap=5, df_cap=3, capped_ttl_s=ttl)
+    exact = dataclasses.replace(caps, capped_ttl_s=0)  # counts every time
+    question = "alpharetta betelgeuse"
+    capped_alpha, capped_beta = idf(5, 3), idf(5, 1)  # 7 memories counted to 5, six alphas to 3
+    first = scores(await find(db, ctx, None, question, params=caps))
+    assert first[beta.id] == pytest.approx(capped_beta / (capped_alpha + capped_beta), abs=2e-4)
+    assert first == scores(await find(db, ctx, None, question, params=exact))  # nothing changed: the same
+    for memory in alpha[2:]:  # three memories are left: both caps are out of reach now
+        await memories.forget_memory(db, ctx, "", memory_id=memory.id)
+    now_alpha, now_beta = idf(3, 2), idf(3, 1)
+    stale = scores(await find(db, ctx, None, question, params=caps))
+    assert stale[beta.id] == pytest.approx(capped_beta / (capped_alpha + capped_beta), abs=2e-4)
+    made = scores(await find(db, ctx, None, question, params=exact))
+    assert made[beta.id] == pytest.approx(now_beta / (now_alpha + now_beta), abs=2e-4)
+    assert made[beta.id] != pytest.approx(stale[beta.id], abs=1e-3)
+    await asyncio.sleep(ttl + 0.1)
+    assert scores(await find(db, ctx, None, question, params=caps)) == made
+
+
 async def test_a_searchs_statements_run_on_their_generic_plan_from_the_first_prepared_run(
     db_urls: tuple[str, str],
 ) -> None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +115,12 @@ class SearchParams:
     # --leakproof), 10,000 and 1,000 gave 21 ms (p99 40 ms; 18 ms before this fusion).
     df_cap: int = 1000
     space_cap: int = 10000
+    # A count that reached its cap is remembered for ``capped_ttl_s`` (per process, per space and
+    # word) and not made again meanwhile: adding memories cannot change a capped count, so the
+    # weights stay exact unless the space shrinks back under a cap within that time. At 100,000
+    # memories the two counts were 3.6 ms of a search's 8.6 in PostgreSQL (``bench.search_cost``).
+    # A search with a filter (keyword, category, time range) counts within it, every time.
+    capped_ttl_s: float = 60.0
     # Full text reads at most this many memories per query word before scoring: rare words (codes,
     # names) are always read in full, and a memory holding a rare word is found through it.
     rows_per_term: int = 200
@@ -279,6 +287,60 @@ _IN_TIME = (
 )
 
 
+class _SpaceCaps:
+    """What is known of one space's full-text counts under one set of caps: until when its size is
+    known to reach ``space_cap``, and each word's count ``df_cap`` (monotonic clock)."""
+
+    def __init__(self, params: SearchParams) -> None:
+        self.ttl = params.capped_ttl_s
+        self.space_cap = params.space_cap
+        self.full_until = 0.0
+        self.words: dict[str, float] = {}
+
+    def known(self, query: str) -> tuple[bool, list[str] | None]:
+        """Whether the space's size is known to be capped, and the words of ``query`` whose counts
+        are (a word PostgreSQL's parser reads from the question is lower case and inside it; a
+        word passed that it does not read is never looked up). None: no word is known."""
+        now = time.monotonic()
+        self.words = {w: until for w, until in self.words.items() if until > now}
+        folded = query.lower()
+        return self.full_until > now, [w for w in self.words if w in folded] or None
+
+    def learn(self, space_n: int | None, capped: Sequence[str] | None) -> None:
+        """Remember the counts a search made that reached their caps. A count read from here (not
+        made) comes back capped too and keeps its first deadline: it is made again once that passes."""
+        until = time.monotonic() + self.ttl
+        if space_n is not None and space_n >= self.space_cap and self.full_until <= time.monotonic():
+            self.full_until = until
+        for word in capped or ():
+            if word not in self.words and len(self.words) < _CAPPED_WORDS:
+                self.words[word] = until
+
+
+class _CappedCounts:
+    """The full-text counts that reached their caps lately, per space (``SearchParams.capped_ttl_s``),
+    in this process, for the most recently searched ``_CAPPED_SPACES`` spaces."""
+
+    def __init__(self) -> None:
+        self._spaces: OrderedDict[tuple[uuid.UUID, int, int, int, float], _SpaceCaps] = OrderedDict()
+
+    def of(self, space: uuid.UUID, params: SearchParams) -> _SpaceCaps:
+        key = (space, params.space_cap, params.df_cap, params.prefix_chars, params.capped_ttl_s)
+        caps = self._spaces.get(key)
+        if caps is None:
+            caps = self._spaces[key] = _SpaceCaps(params)
+            if len(self._spaces) > _CAPPED_SPACES:
+                self._spaces.popitem(last=False)
+        else:
+            self._spaces.move_to_end(key)
+        return caps
+
+
+_CAPPED_SPACES = 1024
+_CAPPED_WORDS = 512  # a space's common words a search passes: a list of at most a few kilobytes
+_CAPPED = _CappedCounts()
+
+
 def like_pattern(keyword: str) -> str:
     """An ILIKE pattern matching ``keyword`` literally anywhere: ``%`` and ``_`` are not wildcards."""
     escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -365,8 +427,10 @@ async def search_memories(
     if timed:
         assert asked is not None
         bind.update(qfrom=asked.start, qto=asked.end, timew=params.time_weight)
+    capped = None if filtered else _CAPPED.of(ctx.space.id, params)
     if lexical:
         lists.append("fulltext")
+        full, common = capped.known(query or "") if capped else (False, None)
         bind.update(
             q=query,
             max_terms=MAX_TERMS,
@@ -374,6 +438,8 @@ async def search_memories(
             prefix=params.prefix_chars,
             df_cap=params.df_cap,
             space_cap=params.space_cap,
+            full=full,
+            common=common,
         )
     if query is None or (keyword is not None and params.fulltext):
         lists.append("filter")
@@ -409,7 +475,10 @@ async def search_memories(
     ):
         # Rows in binary: the numbers and arrays of a hundred candidates decode faster (-0.15 ms).
         await cur.execute(statement.sql, statement.params(bind), binary=True)
-        ranked = _rank(await cur.fetchall(), params, word_matches if soft else None, semantic or lexical)
+        scored: list[Any] = await cur.fetchall()
+        if capped and lexical and scored:
+            capped.learn(scored[0].space_n, scored[0].capped)
+        ranked = _rank(scored, params, word_matches if soft else None, semantic or lexical)
         ranked = ranked[:limit]
         rows: dict[str, Any] = {}
         if ranked:
@@ -494,6 +563,9 @@ def _fulltext_sql(where: str) -> str:
     of what was asked, so a memory holding only the query's one common word covers a small share of
     it, not all of it. Each word contributes at most ``per_term`` rows as candidates; every
     candidate is then scored on all the words.
+
+    A count known to reach its cap is not made (``full``: the space's, ``common``: the words'; see
+    ``_CappedCounts``): the branch of a ``CASE`` not taken never runs its subquery.
     """
     return (
         "terms AS MATERIALIZED ("
@@ -504,11 +576,12 @@ def _fulltext_sql(where: str) -> str:
         "  FROM (SELECT w.lexeme FROM unnest(to_tsvector('simple', %(q)s)) w"
         f"  WHERE length(w.lexeme) >= 2 AND w.lexeme <> ALL({_STOPWORDS_SQL})"
         "  ORDER BY w.positions[1] LIMIT %(max_terms)s) words GROUP BY 1"
-        f"), n AS MATERIALIZED (SELECT count(*) AS n FROM (SELECT 1 FROM memories m WHERE {where} LIMIT %(space_cap)s) x"
+        "), n AS MATERIALIZED (SELECT CASE WHEN %(full)s THEN %(space_cap)s ELSE (SELECT count(*) FROM"
+        f"  (SELECT 1 FROM memories m WHERE {where} LIMIT %(space_cap)s) x) END AS n"
         "), wts AS MATERIALIZED ("
-        "  SELECT t.q, t.word, ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN n s"
-        "  CROSS JOIN LATERAL (SELECT count(*) AS df FROM"
-        f"    (SELECT 1 FROM memories m WHERE {where} AND m.tsv @@ t.q LIMIT %(df_cap)s) x) d"
+        "  SELECT t.q, t.word, d.df, ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN n s"
+        "  CROSS JOIN LATERAL (SELECT CASE WHEN t.word = ANY(CAST(%(common)s AS text[])) THEN %(df_cap)s"
+        f"    ELSE (SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} AND m.tsv @@ t.q LIMIT %(df_cap)s) x) END AS df) d"
         "), fulltext AS ("
         "  SELECT m.id FROM memories m WHERE m.id IN ("
         "    SELECT x.id FROM wts w CROSS JOIN LATERAL ("
@@ -682,6 +755,13 @@ def _search_sql(
             "SELECT array_agg(word ORDER BY word) AS qwords,"
             " array_agg(CAST(idf AS float8) ORDER BY word) AS qidf FROM wts"
         )
+    # The counts that reached their caps (``_CappedCounts`` learns them from the first row).
+    counted = "SELECT CAST(NULL AS int8) AS space_n, CAST(NULL AS text[]) AS capped"
+    if "fulltext" in lists:
+        counted = (
+            "SELECT (SELECT n FROM n) AS space_n,"
+            " array_agg(word) FILTER (WHERE df >= %(df_cap)s) AS capped FROM wts"
+        )
     first = "CASE WHEN e.r = 1 THEN {} END"
     sql = " ".join(
         f"WITH {', '.join(ctes[name]() for name in lists)}, {_scored_sql(lists, where, keyword, static, context, timed)},"
@@ -689,7 +769,8 @@ def _search_sql(
         " SELECT e.r, CAST(e.id AS text) AS id, e.sim, CAST(coalesce(e.lex / nullif(e.total, 0), 0) AS float8) AS cov,"
         f" e.sem, e.own, e.asks, {words} AS words, {first.format('p.a')} AS near_a, {first.format('p.b')} AS near_b,"
         f" {first.format('CAST(e.total AS float8)')} AS total, {first.format('t.qwords')} AS qwords,"
-        f" {first.format('t.qidf')} AS qidf FROM ranked e CROSS JOIN ({pairs}) p CROSS JOIN ({terms}) t ORDER BY e.r".split()
+        f" {first.format('t.qidf')} AS qidf, {first.format('k.space_n')} AS space_n, {first.format('k.capped')} AS capped"
+        f" FROM ranked e CROSS JOIN ({pairs}) p CROSS JOIN ({terms}) t CROSS JOIN ({counted}) k ORDER BY e.r".split()
     )
     return NativeStatement.of(sql)
 
