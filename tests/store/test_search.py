@@ -255,6 +255,10 @@ async def test_counts_that_reached_their_caps_are_not_made_again_until_their_tim
     first = scores(await find(db, ctx, None, question, params=caps))
     assert first[beta.id] == pytest.approx(capped_beta / (capped_alpha + capped_beta), abs=2e-4)
     assert first == scores(await find(db, ctx, None, question, params=exact))  # nothing changed: the same
+    alpha.append(await save(db, ctx, None, "Alpharetta note number 6, one more."))  # added: still capped
+    added = scores(await find(db, ctx, None, question, params=caps))
+    assert added == scores(await find(db, ctx, None, question, params=exact))
+    assert added[beta.id] == pytest.approx(first[beta.id], abs=1e-4)
     for memory in alpha[2:]:  # three memories are left: both caps are out of reach now
         await memories.forget_memory(db, ctx, "", memory_id=memory.id)
     now_alpha, now_beta = idf(3, 2), idf(3, 1)
