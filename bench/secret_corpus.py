@@ -1623,6 +1623,17 @@ _CODE_TEMPLATES: tuple[Callable[[random.Random], str], ...] = (
         f"Decision log: https://docs.google.com/document/d/{_chars(r, 44, _B64URL)}/edit has the key "
         f"decisions from the offsite."
     ),
+    # A named service's own links: a file, board or form id in the path is no key of the service.
+    lambda r: f"Mockups: https://www.figma.com/file/{_chars(r, 22, _B62)}/Onboarding-flow?node-id=0-1",
+    lambda r: f"Board: https://www.figma.com/design/{_chars(r, 22, _B62)}/Checkout-{r.randint(1, 9)}",
+    lambda r: f"Slides are on https://www.dropbox.com/scl/fi/{_chars(r, 25, _LOWER_DIGITS)}/deck.pdf",
+    lambda r: f"Survey link https://acme.typeform.com/to/{_chars(r, 8, _B62)} closes Friday.",
+    lambda r: (
+        f"Roadmap base https://airtable.com/{'app' + _chars(r, 14, _B62)}/{'tbl' + _chars(r, 14, _B62)}"
+    ),
+    lambda r: f"Sprint board https://trello.com/b/{_chars(r, 8, _B62)}/platform-sprint-{r.randint(1, 40)}",
+    lambda r: f"Map style https://api.mapbox.com/styles/v1/acme/{_chars(r, 25, _LOWER_DIGITS)}.html",
+    lambda r: f"Asana task https://app.asana.com/0/{r.randint(10**15, 10**16)}/{r.randint(10**15, 10**16)}",
     lambda r: (
         f"Public key for webhook signatures: MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA"
         f"{base64.b64encode(r.randbytes(45)).decode()}"

@@ -818,6 +818,11 @@ FAMILIES: list[tuple[str, str, str]] = [
         "Dropbox short-lived tokens start with sl. and expire after four hours.",
     ),
     (
+        "a named service's key, not the id in a link of that service",
+        f"figma token {_random(40, seed=140)}",
+        f"Mockups: https://www.figma.com/file/{_random(22, seed=140)}/Onboarding?node-id=0-1",
+    ),
+    (
         "a PostHog personal API key",
         f"PostHog key for the exporter: phx_{_random(43, seed=133)}",
         f"PostHog project key for the page: phc_{_random(43, seed=133)}",

@@ -1893,7 +1893,19 @@ def _vendor_key(match: re.Match[str]) -> bool:
     between = match.string[match.start() : match.start("v")]
     if _NOT_A_KEY_BETWEEN.search(between):
         return False
+    # The service's name is its host and the value a segment of the link's path: a file, board,
+    # style or form of the service (``figma.com/file/<key>/...``, ``dropbox.com/scl/fi/<id>/``),
+    # not a key. Keys in a link's query or its user part, and webhook paths, are other rules'.
+    name_end = match.start() + len(between) - len(between.lstrip("".join(_VENDOR_NAME_CHARS)))
+    if _IN_LINK_PATH.fullmatch(match.string, name_end, match.start("v")):
+        return False
     return _token_shaped(value) or _random_upper(value)
+
+
+_VENDOR_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-")
+# From the end of the service's name to a value: the rest of a host (``.com``, ``api.``...), then
+# path segments ending in ``/`` (no query, fragment or space).
+_IN_LINK_PATH = re.compile(r"(?:\.[A-Za-z0-9-]+)+(?::\d+)?/(?:[^\s/?#=]+/)*")
 
 
 # Words between a service's name and a value that make the value something else: a commit, a digest,
