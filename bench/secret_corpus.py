@@ -1642,6 +1642,28 @@ _CODE_TEMPLATES: tuple[Callable[[random.Random], str], ...] = (
         f"{r.choice(_PEOPLE)} uses refreshTokenHandlerV{r.randint(2, 5)} and "
         f"getApiKeyFromVault{r.randint(2, 5)} in the new client."
     ),
+    # Public keys and addresses a team writes down: Tailscale shows its keys with their type
+    # (``nodekey:``, ``mkey:``, ``discokey:``), WireGuard's public key is 32 bytes of base64, an ARN
+    # names a secret of Secrets Manager without holding it, a deployment has an id and a host, a
+    # CAPTCHA's site key is in every page, and ids of templates, files and projects are ids.
+    lambda r: f"Our Tailscale node key nodekey:{_chars(r, 64, _HEX)}",
+    lambda r: f"Tailscale machine key mkey:{_chars(r, 64, _HEX)} belongs to the build box.",
+    lambda r: f"Disco key discokey:{_chars(r, 64, _HEX)} for the exit node.",
+    lambda r: f"La chiave pubblica del nodo Tailscale è nodekey:{_chars(r, 64, _HEX)}",
+    lambda r: f"WireGuard öffentlicher Schlüssel vom Büro: {base64.b64encode(r.randbytes(32)).decode()}",
+    lambda r: (
+        f"The DB password is stored in arn:aws:secretsmanager:eu-west-1:{r.randint(10**11, 10**12 - 1)}"
+        f":secret:prod/{r.choice(_SERVICES)}-db-{_chars(r, 6, _B62)}"
+    ),
+    lambda r: f"Vercel deployment dpl_{_chars(r, 28, _B62)} broke the header.",
+    lambda r: f"Netlify deploy preview https://{_chars(r, 24, _HEX)}--acme-docs.netlify.app",
+    lambda r: (
+        f"Das Design ist in Figma: https://www.figma.com/design/{_chars(r, 22, _B62)}/Dashboard?node-id=1-2"
+    ),
+    lambda r: f"reCAPTCHA site key 6L{_chars(r, 38, _B64URL)} goes in the signup form.",
+    lambda r: f"SendGrid template id d-{_chars(r, 32, _HEX)} is the password reset mail.",
+    lambda r: f"Figma file key {_chars(r, 22, _B62)} for the design system.",
+    lambda r: f"Vercel project prj_{_chars(r, 28, _B62)} and team team_{_chars(r, 24, _B62)}.",
 )
 
 _CODE_SAMPLES_PER_TEMPLATE = 5

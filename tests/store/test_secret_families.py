@@ -823,6 +823,44 @@ FAMILIES: list[tuple[str, str, str]] = [
         f"Mockups: https://www.figma.com/file/{_random(22, seed=140)}/Onboarding?node-id=0-1",
     ),
     (
+        "a named service's key, not the link to that service after its name",
+        f"Figma: {_random(40, seed=150)}",
+        f"Das Design ist in Figma: https://www.figma.com/design/{_random(22, seed=150)}/Dashboard?node-id=1-2",
+    ),
+    (
+        "a named service's key, not a deployment's id or host",
+        f"Vercel token {_random(24, seed=151)}",
+        f"Vercel deployment dpl_{_random(28, seed=151)} broke the header; preview at "
+        f"https://{_random(24, _HEX, seed=152)}--acme-docs.netlify.app",
+    ),
+    (
+        "a Tailscale private key, not its public node, machine and disco keys",
+        f"Tailscale node private key privkey:{_random(64, _HEX, seed=153)}",
+        f"Our Tailscale node key nodekey:{_random(64, _HEX, seed=153)}, machine key "
+        f"mkey:{_random(64, _HEX, seed=154)}, disco key discokey:{_random(64, _HEX, seed=155)}",
+    ),
+    (
+        "a secret's value, not the ARN that names it in Secrets Manager",
+        f"secret: {_random(40, seed=156)}",
+        f"The DB password is stored in arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-{_random(6, seed=156)}",
+    ),
+    (
+        "a CAPTCHA's secret key, not its site key",
+        f"reCAPTCHA secret key 6L{_random(38, _B62 + '-_', seed=158)}",
+        f"reCAPTCHA site key 6L{_random(38, _B62 + '-_', seed=158)} goes in the signup form.",
+    ),
+    (
+        "a password before its word, not an id before a password-something",
+        f"Use {_random(16, seed=159)} as the password for the staging box.",
+        f"SendGrid template id d-{_random(32, _HEX, seed=159)} is the password reset mail; "
+        f"Figma file key {_random(22, seed=160)}; Vercel project prj_{_random(28, seed=161)}.",
+    ),
+    (
+        "a WireGuard private key, not a public one named so in German",
+        f"WireGuard PrivateKey = {base64.b64encode(random.Random(157).randbytes(32)).decode()}",
+        f"WireGuard öffentlicher Schlüssel vom Büro: {base64.b64encode(random.Random(157).randbytes(32)).decode()}",
+    ),
+    (
         "a PostHog personal API key",
         f"PostHog key for the exporter: phx_{_random(43, seed=133)}",
         f"PostHog project key for the page: phc_{_random(43, seed=133)}",

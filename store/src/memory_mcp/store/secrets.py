@@ -1225,7 +1225,17 @@ def _password_assignment(match: re.Match[str]) -> bool:
     return _strong_password_assignment(match) or _plain_password_assigned(match)
 
 
-_token_assignment = _assignment(_credential_like)
+_credential_assignment = _assignment(_credential_like)
+# An AWS Secrets Manager ARN names a secret, it does not hold it: ``arn:aws:secretsmanager:<region>:
+# <account>:secret:prod/db-AbC123`` ends in the secret's name and six random characters of AWS's.
+_SECRETS_MANAGER_ARN = re.compile(r"arn:aws[a-z-]*:secretsmanager:[a-z0-9-]*:[0-9]{12}:\Z")
+
+
+def _token_assignment(match: re.Match[str]) -> bool:
+    start = match.start()
+    if _SECRETS_MANAGER_ARN.search(match.string, max(0, start - 80), start):
+        return False
+    return _credential_assignment(match)
 
 
 # "key" alone is too common a name (``key=value``, ``sort key:``); it counts right after a qualifier.
@@ -1736,9 +1746,18 @@ _VALUE_BEFORE = re.compile(
 )
 
 
+# "... is the password reset mail": the word names a kind of thing, not the value before it.
+_PASSWORD_AS_MODIFIER = re.compile(
+    r"[ \t]+(?i:reset|policy|policies|manager|change|rotation|expiry|field|prompt|hash|length|rules?"
+    r"|requirements?|flow|e-?mail|mail|page|form|link|template)\b"
+)
+
+
 def _value_before(match: re.Match[str]) -> bool:
     """The token right before "as the password" (or its translation) is a password."""
     text, start = match.string, match.start()
+    if _PASSWORD_AS_MODIFIER.match(text, match.end()):
+        return False
     before = _VALUE_BEFORE.search(text, max(0, start - 140), start)
     return before is not None and _password_like(before.group("v"))
 
@@ -1899,6 +1918,15 @@ def _vendor_key(match: re.Match[str]) -> bool:
     name_end = match.start() + len(between) - len(between.lstrip("".join(_VENDOR_NAME_CHARS)))
     if _IN_LINK_PATH.fullmatch(match.string, name_end, match.start("v")):
         return False
+    # The same link after the name in prose (``Figma: https://www.figma.com/design/<key>/...``), and
+    # a value in a link's host (``https://<deploy id>--site.netlify.app``): a host names a machine.
+    if "://" in between and (
+        _LINK_TO_VENDOR_PATH.search(between) or match.string.startswith(".", match.end())
+    ):
+        return False
+    # Vercel's ids carry their object's type: a deployment, a project, a team (``prj_<28>``).
+    if _VERCEL_ID.match(value):
+        return False
     return _token_shaped(value) or _random_upper(value)
 
 
@@ -1906,12 +1934,18 @@ _VENDOR_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 # From the end of the service's name to a value: the rest of a host (``.com``, ``api.``...), then
 # path segments ending in ``/`` (no query, fragment or space).
 _IN_LINK_PATH = re.compile(r"(?:\.[A-Za-z0-9-]+)+(?::\d+)?/(?:[^\s/?#=]+/)*")
+_VERCEL_ID = re.compile(r"(?:dpl|prj|team)_[A-Za-z0-9]{20,32}\Z")
+# A link to the service ending right before the value: its host, a subdomain and a path of its own.
+_LINK_TO_VENDOR_PATH = re.compile(
+    rf"(?i)://(?:[a-z0-9-]+\.)*(?:{_VENDORS})(?:\.[a-z0-9-]+)+(?::\d+)?/(?:[^\s/?#=]+/)*\Z"
+)
 
 
 # Words between a service's name and a value that make the value something else: a commit, a digest,
-# a version, a ticket.
+# a version, a deployment, a ticket, a file (Figma calls a file's id its key).
 _NOT_A_KEY_BETWEEN = re.compile(
-    r"(?i)\b(?:commit|sha|sha\d{1,3}|digest|checksum|version|release|build|ticket|issue|trace|request|id)\b"
+    r"(?i)\b(?:commit|sha|sha\d{1,3}|digest|checksum|version|release|build|deployment|ticket|issue|trace"
+    r"|request|id|file[ _-]key)\b"
 )
 
 
@@ -2180,6 +2214,8 @@ def _name_then_value(match: re.Match[str]) -> bool:
     name_start = _name_start(text, start)
     if name_start > 0 and text[name_start - 1] in "/:@#~+":
         return False
+    if _TAILSCALE_PUBLIC_KEY.match(text, name_start):
+        return False
     before = text[max(line_start, start - 40) : start]
     words = [w.lower() for w in _NAME_WORDS_BEFORE.findall(before)][-2:]
     if words and words[-1] in _NOT_CREDENTIAL_KEYS:
@@ -2191,6 +2227,12 @@ def _name_then_value(match: re.Match[str]) -> bool:
     # ``KMS key <uuid>`` are ids.
     glued = start > 0 and text[start - 1].isalnum()
     return _named_value_shaped(value, uuid_allowed=glued or name in ("secret", "token", "private"))
+
+
+# Tailscale writes its public keys with their type: a node's (``nodekey:``), a machine's (``mkey:``),
+# a disco key (``discokey:``), each 64 hex characters; ``tailscale status`` and the admin console
+# show them. Its private keys are ``privkey:`` and ``nlpriv:``, and its auth keys ``tskey-``.
+_TAILSCALE_PUBLIC_KEY = re.compile(r"(?i:nodekey|mkey|discokey):[0-9a-fA-F]{64}(?![0-9A-Za-z])")
 
 
 _XML_CREDENTIAL_NAMES = (
@@ -3213,14 +3255,20 @@ _CANDIDATE = re.compile(r"[A-Za-z0-9+/_=-](?:[A-Za-z0-9+/_=~.-]{18,}[A-Za-z0-9+/
 _CONTEXT_BEFORE = 60
 _CONTEXT_AFTER = 30
 # Random-looking but public: digests and fingerprints (SHA256:..., sha384-... in SRI attributes),
-# Stripe publishable keys, PostHog project keys (``phc_``, in every page's snippet), and base64 PEM
-# blocks ("-----" is ``LS0tLS``): a private key among them is caught by its own rule, the rest are
-# certificates and public keys.
-_PUBLIC_PREFIX = re.compile(r"(?i:sha\d{1,3}|md5)-|pk_(?:live|test)_|phc_|LS0tLS")
+# Stripe publishable keys, PostHog project keys (``phc_``, in every page's snippet), SendGrid's
+# template ids (``d-`` and 32 hex), and base64 PEM blocks ("-----" is ``LS0tLS``): a private key
+# among them is caught by its own rule, the rest are certificates and public keys.
+_PUBLIC_PREFIX = re.compile(
+    r"(?i:sha\d{1,3}|md5)-|pk_(?:live|test)_|phc_|LS0tLS|d-[0-9a-f]{32}(?![0-9A-Za-z])"
+)
 _DIGEST_BEFORE = re.compile(r"(?i:sha\d{0,3}|md5):$")
-# Random-looking but public by what precedes it: SSH public keys, "public key", fingerprints, digests.
+# Random-looking but public by what precedes it: SSH public keys, "public key" (``öffentlicher
+# Schlüssel``, ``chiave pubblica``, ``clave pública``, ``publieke sleutel``), a CAPTCHA's site key
+# (in every page that shows the CAPTCHA; its secret key is named so), a file's key (Figma's id of a
+# file; `_NOT_CREDENTIAL_KEYS` has ``file`` too), fingerprints, digests.
 _PUBLIC_BEFORE = re.compile(
-    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|(?i:\bpublic|\bfingerprint|\bchecksum|\bdigest))"
+    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|(?i:\bpublic|\böffentlich|\bpubblic|\bpúblic|\bpublieke?\b"
+    r"|\bsite[ _-]?key\b|\bfile[ _-]?key\b|\bfingerprint|\bchecksum|\bdigest))"
     r"[^\n]{0,30}$"
 )
 
