@@ -1664,6 +1664,15 @@ _CODE_TEMPLATES: tuple[Callable[[random.Random], str], ...] = (
     lambda r: f"SendGrid template id d-{_chars(r, 32, _HEX)} is the password reset mail.",
     lambda r: f"Figma file key {_chars(r, 22, _B62)} for the design system.",
     lambda r: f"Vercel project prj_{_chars(r, 28, _B62)} and team team_{_chars(r, 24, _B62)}.",
+    # Code an assistant writes: a placeholder password in a dict before the next key, a password
+    # read from the console.
+    lambda r: (
+        f"DB = {{'HOST': 'your_db_host', 'PORT': {r.randint(1024, 65535)}, 'PASSWORD': 'your_db_password', "
+        f"'{r.choice(['MEASUREMENT', 'TABLE', 'SCHEMA', 'BUCKET'])}': '{r.choice(_SERVICES)}_metrics'}}"
+    ),
+    lambda r: (
+        f"$Password = Read-Host -Prompt 'Enter the {r.choice(_SERVICES)} admin password' -AsSecureString"
+    ),
 )
 
 _CODE_SAMPLES_PER_TEMPLATE = 5

@@ -861,6 +861,16 @@ FAMILIES: list[tuple[str, str, str]] = [
         f"WireGuard öffentlicher Schlüssel vom Büro: {base64.b64encode(random.Random(157).randbytes(32)).decode()}",
     ),
     (
+        "a password in a pair of literals, not a dict's placeholder before its next key",
+        f"os.environ.get('DB_PASSWORD', '{_random(14, seed=141)}')",
+        "DB = {'HOST': 'db', 'PASSWORD': 'your_db_password', 'MEASUREMENT': 'ski_metrics'}",
+    ),
+    (
+        "a PowerShell password from a literal, not one read from the console",
+        f"$Password = ConvertTo-SecureString '{_random(14, seed=142)}' -AsPlainText -Force",
+        "$Password = Read-Host -Prompt 'Enter SafeMode Admin Password' -AsSecureString",
+    ),
+    (
         "a PostHog personal API key",
         f"PostHog key for the exporter: phx_{_random(43, seed=133)}",
         f"PostHog project key for the page: phc_{_random(43, seed=133)}",

@@ -1209,6 +1209,14 @@ def _plain_password_assigned(match: re.Match[str]) -> bool:
     return _plain_password(value)
 
 
+# A PowerShell cmdlet's name as the value (``$Password = Read-Host -AsSecureString``): the password
+# is what the command returns. ``ConvertTo-SecureString '<literal>' -AsPlainText`` has its own rule.
+_POWERSHELL_CMDLET = re.compile(
+    r"(?:Get|Read|New|Import|Export|Invoke|Select|Receive|Request|Resolve|Find|Unprotect|ConvertFrom|ConvertTo)"
+    r"-[A-Z][A-Za-z]+"
+)
+
+
 def _password_assignment(match: re.Match[str]) -> bool:
     # ``MYSQLPASS``, ``SMTPPASS``: ``pass`` glued to a name counts in a name in capitals only
     # (``bypass``, ``compass`` are words).
@@ -1222,6 +1230,8 @@ def _password_assignment(match: re.Match[str]) -> bool:
         name = text[_name_start(text, start) : start + 4]
         if not name.isupper():
             return False
+    if _POWERSHELL_CMDLET.fullmatch(match.group("v")):
+        return False
     return _strong_password_assignment(match) or _plain_password_assigned(match)
 
 
@@ -2279,13 +2289,24 @@ _LITERAL_PAIR = (
     r"""private|secret|auth|subscription)[_-]?key)(?P=q)[ \t]*,[ \t]*"""
     r"""(?P<v>"\\"[^"\n\\]{1,2000}\\""|"[^"\n]{1,2000}"|'[^'\n]{1,2000}')"""
 )
+# A literal after a key's colon is that key's value; one followed by a colon is a key.
+_AFTER_KEY = re.compile(r":[ \t]*\Z")
+_BEFORE_VALUE = re.compile(r"[ \t]*:")
 # A literal quoted twice: Android's ``buildConfigField "String", "API_KEY", "\"...\""`` (the
 # value is Java source), or ``'"..."'``.
 _QUOTED_TWICE = re.compile(r"""\\?(["'])(.*?)\\?\1""")
 
 
 def _literal_pair(match: re.Match[str]) -> bool:
-    """The value of a name-value pair of literals; a key's value must also be random or key-shaped."""
+    """The value of a name-value pair of literals; a key's value must also be random or key-shaped.
+
+    Not a pair: in a dict or JSON object the first literal may be the value of the key before it and
+    the second the next key (``'PASSWORD': 'your_db_password', 'MEASUREMENT': ...``)."""
+    text = match.string
+    if _AFTER_KEY.search(text, max(0, match.start() - 4), match.start()) or _BEFORE_VALUE.match(
+        text, match.end()
+    ):
+        return False
     value = _unquote(match.group("v"))[0]
     if (inner := _QUOTED_TWICE.fullmatch(value)) is not None:
         value = inner.group(2)
