@@ -126,7 +126,7 @@ async def install_crds(kube: Kube) -> list[dict[str, Any]]:
             path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
             found = await kube.get_path(path)
             conditions = {
-                c["type"]: c["status"] for c in (found or {}).get("status", {}).get("conditions", [])
+                c["type"]: c["status"] for c in ((found or {}).get("status") or {}).get("conditions") or []
             }
             if conditions.get("Established") != "True":
                 return False

@@ -502,7 +502,7 @@ state = "{containerd / "state"}"
         out = self.kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
         if not out:
             return False
-        conditions = json.loads(out).get("status", {}).get("conditions", [])
+        conditions = (json.loads(out).get("status") or {}).get("conditions") or []
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     def ctr(self, *args: str, timeout: float = 600) -> str:

@@ -76,7 +76,7 @@ class Deployment:
 
 
 def _ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions", [])
+    conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 

@@ -196,7 +196,7 @@ class Cluster:
 
     def ready(self, kind: str, name: str) -> dict[str, Any]:
         """The object's Ready condition, or an empty dict while it has none."""
-        conditions = self.get(kind, name).get("status", {}).get("conditions", [])
+        conditions = (self.get(kind, name).get("status") or {}).get("conditions") or []
         return next((c for c in conditions if c["type"] == "Ready"), {})
 
     async def ready_because(self, kind: str, name: str, reason: str) -> dict[str, Any]:
