@@ -27,7 +27,8 @@ The conversion, in the LoCoMo shape that ``bench.locomo.load_locomo`` reads:
 - each persona is a sample (``realmem-<name>``); its sessions in date order (the file's order
   among sessions of one date), every session at a fixed 10:00 am (the data has dates only); the
   user's turns are spoken by the persona's name, the others by ``Assistant``; empty turns, and
-  sessions left with no turn, are left out;
+  sessions left with no turn, are left out; whitespace is collapsed and control characters become
+  spaces (the store refuses them);
 - a question is a user turn marked ``is_query`` whose next turn is the assistant's with
   ``memory_used``: its text is the user turn's (whitespace collapsed, at most ``MAX_QUERY``),
   LoCoMo category 3 (the memory follows from the message, the message does not ask for it);
@@ -108,7 +109,12 @@ class Built:
 
 
 def _text(value: Any) -> str:
-    return " ".join(str(value).split())
+    """``value`` with whitespace collapsed and control characters as spaces (a memory may hold none;
+    one turn of the published files has U+0002)."""
+    return " ".join(_CONTROL.sub(" ", str(value)).split())
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def _key(content: Any) -> str:

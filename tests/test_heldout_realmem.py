@@ -102,7 +102,8 @@ ANN = [
         ],
     ),
 ]
-BO = [_session("z1", "2024-12-31", [_turn("User", "Hello."), _turn("Assistant", "Hi!")])]
+# A control character (one turn of the published files has one) becomes a space: a memory holds none.
+BO = [_session("z1", "2024-12-31", [_turn("User", "Hello.\x02"), _turn("Assistant", "Hi\x7f!")])]
 
 
 def _source(tmp_path: Path, personas: dict[str, list[dict[str, Any]]]) -> Path:
@@ -138,7 +139,7 @@ def test_each_query_asks_for_the_turns_its_memories_came_from_in_the_history_wit
     ann, bo = load_locomo(out)
     assert ann.sample_id == "realmem-ann-lee" and [t.text for t in bo.turns] == [
         "Bo Chen (31 December, 2024): Hello.",
-        "Assistant (31 December, 2024): Hi!",
+        "Assistant (31 December, 2024): Hi !",
     ]
     # Sessions in date order; the asked queries and their answers, the empty turn and the session
     # left empty are gone; a long turn is several memories under one dia id.
