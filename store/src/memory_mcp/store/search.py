@@ -427,7 +427,8 @@ async def search_memories(
     if timed:
         assert asked is not None
         bind.update(qfrom=asked.start, qto=asked.end, timew=params.time_weight)
-    capped = None if filtered else _CAPPED.of(ctx.space.id, params)
+    # What this process knows of the space's capped counts (a filter changes every count).
+    capped = _CAPPED.of(ctx.space.id, params) if lexical and not filtered else None
     if lexical:
         lists.append("fulltext")
         full, common = capped.known(query or "") if capped else (False, None)
@@ -476,7 +477,7 @@ async def search_memories(
         # Rows in binary: the numbers and arrays of a hundred candidates decode faster (-0.15 ms).
         await cur.execute(statement.sql, statement.params(bind), binary=True)
         scored: list[Any] = await cur.fetchall()
-        if capped and lexical and scored:
+        if capped and scored:
             capped.learn(scored[0].space_n, scored[0].capped)
         ranked = _rank(scored, params, word_matches if soft else None, semantic or lexical)
         ranked = ranked[:limit]
