@@ -1922,16 +1922,14 @@ def _vendor_key(match: re.Match[str]) -> bool:
     between = match.string[match.start() : match.start("v")]
     if _NOT_A_KEY_BETWEEN.search(between):
         return False
-    # The service's name is its host and the value a segment of the link's path: a file, board,
-    # style or form of the service (``figma.com/file/<key>/...``, ``dropbox.com/scl/fi/<id>/``),
-    # not a key. Keys in a link's query or its user part, and webhook paths, are other rules'.
-    name_end = match.start() + len(between) - len(between.lstrip("".join(_VENDOR_NAME_CHARS)))
-    if _IN_LINK_PATH.fullmatch(match.string, name_end, match.start("v")):
-        return False
-    # The same link after the name in prose (``Figma: https://www.figma.com/design/<key>/...``), and
-    # a value in a link's host (``https://<deploy id>--site.netlify.app``): a host names a machine.
-    if "://" in between and (
-        _LINK_TO_VENDOR_PATH.search(between) or match.string.startswith(".", match.end())
+    # A segment of the path of a link to the service itself: a file, board, style or form of the
+    # service (``figma.com/file/<key>/...``, ``Figma: https://www.figma.com/design/<key>/...``,
+    # ``dropbox.com/scl/fi/<id>/``), not a key. Keys in a link's query or its user part, and webhook
+    # paths, are other rules'. A value in a link's host (``https://<deploy id>--site.netlify.app``)
+    # names a machine.
+    value_start = match.start("v")
+    if _LINK_PATH_ON_VENDOR.search(match.string, max(0, value_start - _LINK_REACH), value_start) or (
+        "://" in between and match.string.startswith(".", match.end())
     ):
         return False
     # Vercel's ids carry their object's type: a deployment, a project, a team (``prj_<28>``).
@@ -1940,15 +1938,13 @@ def _vendor_key(match: re.Match[str]) -> bool:
     return _token_shaped(value) or _random_upper(value)
 
 
-_VENDOR_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-")
-# From the end of the service's name to a value: the rest of a host (``.com``, ``api.``...), then
-# path segments ending in ``/`` (no query, fragment or space).
-_IN_LINK_PATH = re.compile(r"(?:\.[A-Za-z0-9-]+)+(?::\d+)?/(?:[^\s/?#=]+/)*")
 _VERCEL_ID = re.compile(r"(?:dpl|prj|team)_[A-Za-z0-9]{20,32}\Z")
-# A link to the service ending right before the value: its host, a subdomain and a path of its own.
-_LINK_TO_VENDOR_PATH = re.compile(
-    rf"(?i)://(?:[a-z0-9-]+\.)*(?:{_VENDORS})(?:\.[a-z0-9-]+)+(?::\d+)?/(?:[^\s/?#=]+/)*\Z"
+# A link to the service ending right before the value: a host of the service (subdomains too, with
+# or without a scheme), then path segments ending in ``/`` (no query, fragment or space).
+_LINK_PATH_ON_VENDOR = re.compile(
+    rf"(?i)(?<![a-z0-9.-])(?:[a-z0-9-]+\.)*(?:{_VENDORS})(?:\.[a-z0-9-]+)+(?::\d+)?/(?:[^\s/?#=]+/)*\Z"
 )
+_LINK_REACH = 200  # how far back before a value its link is looked for
 
 
 # Words between a service's name and a value that make the value something else: a commit, a digest,
