@@ -175,9 +175,9 @@ async def _kopf_until_stopped_or_failed(operator: Coroutine[Any, Any, None]) -> 
         log.error(
             "kopf did not stop within %.0f s of failing; leaving what is left of it", 2 * KOPF_STOP_GRACE_S
         )
-        raise watcher.error if isinstance(watcher.error, Exception) else KopfDidNotStop("kopf did not stop")
-    if task.cancelled():
-        raise watcher.error if isinstance(watcher.error, Exception) else KopfDidNotStop("kopf was cancelled")
+    if not task.done() or task.cancelled():
+        why = "kopf was cancelled" if task.done() else "kopf did not stop"
+        raise watcher.error if isinstance(watcher.error, Exception) else KopfDidNotStop(why)
     task.result()
 
 

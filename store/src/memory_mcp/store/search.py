@@ -309,8 +309,9 @@ class _SpaceCaps:
     def learn(self, space_n: int | None, capped: Sequence[str] | None) -> None:
         """Remember the counts a search made that reached their caps. A count read from here (not
         made) comes back capped too and keeps its first deadline: it is made again once that passes."""
-        until = time.monotonic() + self.ttl
-        if space_n is not None and space_n >= self.space_cap and self.full_until <= time.monotonic():
+        now = time.monotonic()
+        until = now + self.ttl
+        if space_n is not None and space_n >= self.space_cap and self.full_until <= now:
             self.full_until = until
         for word in capped or ():
             if word not in self.words and len(self.words) < _CAPPED_WORDS:
