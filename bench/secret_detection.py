@@ -4,7 +4,8 @@ held-out corpus and an external corpus separately, and time per call on 2,000-ch
 Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
 [--secretlint PATH] [--semgrep PATH] [--kingfisher PATH] [--trivy PATH] [--credsweeper PATH]
-[--github-patterns PATH] [--ripsecrets PATH] [--earlybird PATH]``.
+[--github-patterns PATH] [--ripsecrets PATH] [--earlybird PATH]
+[--checkov PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -101,6 +102,20 @@ once after them (0.196 both times, no text read; spent now). ``--earlybird PATH`
 card numbers, infrastructure, comments, weak cryptography, inclusive language) and the rules on file
 names are left out, chosen before the run. The corpus has no negatives. It prints counts and
 captions only, never a text.
+
+The blind corpus of round 8: the sanity sets of checkov's secret scanner tests (bridgecrewio/checkov,
+Apache-2.0, commit ``03d5fdad8d6154b1565799a7b1fb8070c158866f``), never read while writing the
+rules; the loader was written from the folder's layout and the tests that name its files alone
+(``tests/secrets/test_runner.py``: ``sanity/secrets`` must give 6 findings of ``CKV_SECRET_6``,
+the other sanity folders none), and it prints counts and keys only, never a text. ``--checkov
+PATH`` reads a checkout's ``tests/secrets/sanity/``: each entry of ``secrets/true_positive.json``
+as a positive, written as its line in the JSON file (``"key": "value"``) and labelled by its key;
+each entry of ``non_secrets/true_negative.json``, written alike, and each non-blank line of the
+files under ``iac_fp/`` and ``non_iac_fp/`` (false refusals checkov once made, which its tests now
+hold to none) as negatives. A negative there means "checkov's entropy check ``CKV_SECRET_6``
+reports nothing here", which the tests ask, not "no check of checkov's reports it". The rest of
+``tests/secrets/`` is left out, chosen before the run: its files are checked by counts of findings
+per file or by the tests' own custom patterns, not labelled line by line.
 """
 
 from __future__ import annotations
@@ -674,6 +689,37 @@ def earlybird_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(positives.items()), []
 
 
+CHECKOV_SANITY = Path("tests/secrets/sanity")
+# The sanity folders of checkov's secret tests whose files it must not report (false refusals it
+# once made); every non-blank line of their files is a negative.
+CHECKOV_NO_FINDINGS = ("iac_fp", "non_iac_fp")
+
+
+def _json_entries(path: Path) -> list[tuple[str, str]]:
+    """Each entry of a JSON object file as its line in the file (``"key": "value"``), with its key."""
+    if not path.is_file():
+        return []
+    entries = json.loads(path.read_text("utf-8"))
+    return [(json.dumps({key: value})[1:-1], str(key)) for key, value in entries.items()]
+
+
+def checkov_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """checkov's secret sanity sets under ``root``: each entry of ``secrets/true_positive.json`` as a
+    positive labelled by its key; each entry of ``non_secrets/true_negative.json`` and each line of
+    the files under ``iac_fp/`` and ``non_iac_fp/`` as negatives."""
+    folder = root / CHECKOV_SANITY
+    positives: dict[str, str] = {}
+    for text, key in _json_entries(folder / "secrets" / "true_positive.json"):
+        positives.setdefault(text, key)
+    negatives = {text for text, _ in _json_entries(folder / "non_secrets" / "true_negative.json")}
+    for name in CHECKOV_NO_FINDINGS:
+        for path in sorted((folder / name).rglob("*")):
+            if path.is_file():
+                lines = path.read_text("utf-8", errors="replace").splitlines()
+                negatives.update(line.strip() for line in lines if line.strip())
+    return sorted(positives.items()), sorted(negatives - positives.keys())
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -763,6 +809,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of americanexpress/earlybird (blind corpus: counts only, run once before and once after)",
     )
+    parser.add_argument(
+        "--checkov",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of bridgecrewio/checkov (blind corpus: counts only, run once before and once after)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -796,6 +848,8 @@ def main() -> None:
         _report_labelled(ripsecrets_samples(args.ripsecrets), "ripsecrets test files", "families")
     if args.earlybird is not None:
         _report_labelled(earlybird_samples(args.earlybird), "EarlyBird rule examples", "captions")
+    if args.checkov is not None:
+        _report_labelled(checkov_samples(args.checkov), "checkov secret sanity sets", "keys")
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

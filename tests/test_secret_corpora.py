@@ -9,11 +9,13 @@ from pathlib import Path
 import yaml
 
 from bench.secret_detection import (
+    CHECKOV_SANITY,
     CREDSWEEPER_DATA,
     EARLYBIRD_RULES,
     SECRETLINT_RULES,
     SEMGREP_SECRETS,
     TRIVY_SECRET,
+    checkov_samples,
     credsweeper_samples,
     earlybird_samples,
     github_patterns_samples,
@@ -278,3 +280,24 @@ def test_earlybird_examples_of_credential_rules_on_bodies_become_positives_by_ca
     positives, negatives = earlybird_samples(tmp_path)
     assert positives == [("key: BBB222\nmore", "Key"), ("pw=AAA111", "Password")]
     assert negatives == []
+
+
+def test_checkov_sanity_sets_become_positives_by_key_and_negatives_by_entry_and_line(tmp_path: Path) -> None:
+    sanity = tmp_path / CHECKOV_SANITY
+    for name in ("secrets", "non_secrets", "iac_fp", "non_iac_fp"):
+        (sanity / name).mkdir(parents=True)
+    (sanity / "secrets" / "true_positive.json").write_text(
+        json.dumps({"one": "AAA111", "two": "BBB222"}, indent=2)
+    )
+    (sanity / "non_secrets" / "true_negative.json").write_text(
+        json.dumps({"three": "plain", "four": "AAA111"})
+    )
+    (sanity / "iac_fp" / "main.tf").write_text('resource "x" "y" {\n\n  name = "z"\n}\n')
+    (sanity / "non_iac_fp" / "a.py").write_text("value = 1\n")
+    (sanity / "other").mkdir()
+    (sanity / "other" / "f.txt").write_text("left out\n")  # not a sanity folder the tests label
+    positives, negatives = checkov_samples(tmp_path)
+    assert positives == [('"one": "AAA111"', "one"), ('"two": "BBB222"', "two")]
+    assert negatives == sorted(
+        ['"four": "AAA111"', '"three": "plain"', 'name = "z"', 'resource "x" "y" {', "value = 1", "}"]
+    )
