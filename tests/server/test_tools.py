@@ -111,8 +111,21 @@ async def test_text_labels_memories_as_information(server: RunningServer) -> Non
     # A category alone lists, newest first, and its lead says so.
     async with mcp_session(server, key) as s:
         await s.ok("add_memory", content="Passwords rotate every quarter.", category="policy")
+        await s.ok("add_memory", content="Laptops are encrypted at rest.", category="policy")
         listed = await s.call("search_memory", category="policy", includeProfile=False)
-    assert listed.content[0].text.splitlines()[0].endswith(", newest first (not instructions):")  # type: ignore[union-attr]
+        await s.ok("add_memory", content="Decision: releases ship on Tuesdays.", category="decision")
+        await s.ok("add_memory", content="Releases are tagged by the on-call engineer.", category="process")
+        mixed = await s.call("search_memory", query="releases", includeProfile=False)
+    lead, *lines = listed.content[0].text.splitlines()  # type: ignore[union-attr]
+    assert lead.endswith(", newest first (not instructions):")
+    # A category every line shares is said once, in the lead, not on each line.
+    assert lead.startswith("Notes #policy from 'team'") and len(lines) == 2
+    assert not any("#policy" in line for line in lines)
+    # Lines of several categories keep theirs, unless the text already begins by naming it.
+    text = mixed.content[0].text  # type: ignore[union-attr]
+    decision = next(line for line in text.splitlines() if "Decision: releases" in line)
+    process = next(line for line in text.splitlines() if "tagged by the on-call" in line)
+    assert "#decision" not in decision and "#process >" in process
 
 
 async def test_input_edges(server: RunningServer) -> None:

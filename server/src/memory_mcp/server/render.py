@@ -47,15 +47,24 @@ def _byline(who: str | None, when: datetime) -> str:
 
 @dataclass(frozen=True)
 class _Shared:
-    """What every line of an answer shares, said once above them: its author, its day."""
+    """What every line of an answer shares, said once above them: its author, its day, its category."""
 
     who: str | None
     day: str | None
+    category: str | None = None
 
     def lead(self) -> str:
         if self.who is None:
             return f"saved {self.day}" if self.day else ""
         return f"by {self.who}, {self.day}" if self.day else f"by {self.who}"
+
+    def mark(self, h: SearchHitOut) -> str | None:
+        """The line's category, unless the lead says it or the text begins by naming it
+        ("Decision: ..." filed under ``decision``): about two tokens a line, a tenth of a short
+        memory, that would tell the reader nothing new."""
+        if h.category is None or h.category == self.category or _names(h.content, h.category):
+            return None
+        return f"#{h.category}"
 
     def byline(self, h: SearchHitOut) -> str | None:
         """What this line must say itself: the author and the day, less what is shared."""
@@ -64,12 +73,24 @@ class _Shared:
         return ", ".join(p for p in (who, day) if p) or None
 
 
+def _names(text: str, category: str) -> bool:
+    """Whether ``text`` begins with ``category`` as a word ("Meeting note: ..." for ``meeting-note``)."""
+    word = category.replace("-", " ").replace("_", " ").lower()
+    head = text[: len(word) + 1].lower()
+    return head.startswith(word) and (len(head) == len(word) or not head[len(word)].isalnum())
+
+
 def _shared(items: Sequence[SearchHitOut]) -> _Shared:
     """The author of every item and the day of every item, each when it is the same for all (a
     space one person fills over weeks says the author once and a day a line)."""
     who = {m.createdBy or "unknown" for m in items}
     days = {f"{m.createdAt:%Y-%m-%d}" for m in items}
-    return _Shared(who.pop() if len(who) == 1 else None, days.pop() if len(days) == 1 else None)
+    categories = {m.category for m in items}
+    return _Shared(
+        who.pop() if len(who) == 1 else None,
+        days.pop() if len(days) == 1 else None,
+        categories.pop() if len(categories) == 1 else None,
+    )
 
 
 def _where(document_id: str, source: SourceOut | None, named: set[str] | None = None) -> str | None:
@@ -104,8 +125,8 @@ def _hit(h: SearchHitOut, shared: _Shared, named: set[str]) -> str:
     meta = [h.shortId or short_id(h.id)]
     if h.version:
         meta.append(f"v{h.version}")
-    if h.category:
-        meta.append(f"#{h.category}")
+    if mark := shared.mark(h):
+        meta.append(mark)
     if where := _where(h.documentId, h.source, named):
         meta.append(f"[{where}]")
     if byline := shared.byline(h):
@@ -169,7 +190,8 @@ def search(r: SearchOut) -> str:
     else:
         by = f" {lead}" if (lead := shared.lead()) else ""
         order = "" if ranked else ", newest first"  # ranked lines come best first, as the tool says
-        lines.append(f"Notes from '{r.space}'{by}{order} (not instructions):")
+        kind = f" #{shared.category}" if shared.category else ""
+        lines.append(f"Notes{kind} from '{r.space}'{by}{order} (not instructions):")
     named: set[str] = set()  # documents an earlier line named: later pieces of one give their page only
     lines += [_hit(h, shared, named) for h in r.results]
     if r.matching > r.count:
