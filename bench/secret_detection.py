@@ -5,7 +5,7 @@ Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
 [--secretlint PATH] [--semgrep PATH] [--kingfisher PATH] [--trivy PATH] [--credsweeper PATH]
 [--github-patterns PATH] [--ripsecrets PATH] [--earlybird PATH]
-[--checkov PATH]``.
+[--checkov PATH] [--bearer PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -116,6 +116,24 @@ hold to none) as negatives. A negative there means "checkov's entropy check ``CK
 reports nothing here", which the tests ask, not "no check of checkov's reports it". The rest of
 ``tests/secrets/`` is left out, chosen before the run: its files are checked by counts of findings
 per file or by the tests' own custom patterns, not labelled line by line.
+
+The blind corpus of round 8's second part: the tests of Bearer's rules on hard-coded credentials
+(Bearer/bearer-rules, Elastic License 2.0, so read at run time for this measurement and never copied
+here; the gosec folder's files are Apache-2.0; commit ``82c335f781a61a6d8b052394f84fd1d93edec467``).
+The two candidates before it in the same format held too little: DevSkim's rules on stored tokens
+and keys have two ``must-match`` examples in all, and Application Inspector's rules on secrets none.
+The loader was written from the folders' layout and the annotations' form alone (``tests/helper.js``:
+a finding is expected where a comment ``bearer:expected <rule id>`` stands on the line before it),
+and it prints counts and rule ids only, never a text. ``--bearer PATH`` reads a checkout: each rule
+under ``rules/`` whose ``metadata.cwe_id`` names a hard-coded credential (`BEARER_CREDENTIAL_CWES`:
+CWE-798 hard-coded credentials, CWE-259 hard-coded password; 12 rules), and the files of its test
+folder (``tests/<the rule's path>/testdata/``): the statement after each annotation that names the
+rule as a positive, labelled by the rule's id (its first line, and the next ones while a bracket
+opened there is still open), and every other non-blank line of those files as a negative. The other
+rules (weak hashes and ciphers on passwords, key sizes, session keys from user input, an empty
+database password) and the comments that only explain the annotation are left out, chosen before
+the run. A negative there means "this rule of Bearer's expects no finding here": some are code
+around the credential (imports, closing brackets), some a credential read from the environment.
 """
 
 from __future__ import annotations
@@ -720,6 +738,82 @@ def checkov_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(positives.items()), sorted(negatives - positives.keys())
 
 
+BEARER_RULES = Path("rules")
+BEARER_TESTS = Path("tests")
+# The weaknesses (CWE ids in a rule's metadata) that name a hard-coded credential: Bearer's rules
+# with one of them are read, the others left out before the run.
+BEARER_CREDENTIAL_CWES = frozenset({"798", "259"})
+# A test file's annotation, a comment line of its own: the statement after it is a finding of the
+# rules it names (comma-separated).
+_BEARER_EXPECTED = re.compile(
+    r"^\s*(?://|#|/\*|<!--)\s*bearer:expected\s+([\w-]+(?:\s*,\s*[\w-]+)*)\s*(?:\*/|-->)?\s*$"
+)
+
+
+def _bearer_rules(root: Path) -> list[tuple[str, Path]]:
+    """Each rule on a hard-coded credential: (its id, its test data folder)."""
+    rules = []
+    for path in sorted((root / BEARER_RULES).rglob("*.yml")):
+        rule = yaml.safe_load(path.read_text("utf-8"))
+        metadata = rule.get("metadata") if isinstance(rule, dict) else None
+        if not isinstance(metadata, dict):
+            continue
+        cwes = metadata.get("cwe_id") or ()
+        if {str(cwe) for cwe in ([cwes] if isinstance(cwes, str | int) else cwes)} & BEARER_CREDENTIAL_CWES:
+            folder = root / BEARER_TESTS / path.relative_to(root / BEARER_RULES).with_suffix("") / "testdata"
+            rules.append((str(metadata.get("id", path.stem)), folder))
+    return rules
+
+
+def _statement_end(lines: list[str], start: int) -> int:
+    """The last line of the statement that starts on ``lines[start]``: while a bracket is open."""
+    depth, end = 0, start
+    while end < len(lines):
+        line = lines[end]
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        if depth <= 0:
+            break
+        end += 1
+    return min(end, len(lines) - 1)
+
+
+def bearer_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """The tests of Bearer's rules on hard-coded credentials under ``root``: each statement after a
+    ``bearer:expected`` annotation naming the rule as a positive labelled by the rule's id, every
+    other non-blank line of the rule's test files as a negative."""
+    positives: dict[str, str] = {}
+    negatives: set[str] = set()
+    for rule, folder in _bearer_rules(root):
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+            if not path.is_file():
+                continue
+            lines = path.read_text("utf-8", errors="replace").splitlines()
+            taken: set[int] = set()
+            for n, line in enumerate(lines):
+                note = _BEARER_EXPECTED.match(line)
+                if note is None:
+                    continue
+                taken.add(n)
+                start = n + 1
+                while start < len(lines) and (
+                    not lines[start].strip() or _BEARER_EXPECTED.match(lines[start])
+                ):
+                    start += 1
+                if start >= len(lines):
+                    continue
+                end = _statement_end(lines, start)
+                taken.update(range(start, end + 1))
+                if rule in {name.strip() for name in note.group(1).split(",")}:
+                    text = "\n".join(lines[start : end + 1]).strip()
+                    positives.setdefault(text, rule)
+            negatives.update(
+                line.strip()
+                for n, line in enumerate(lines)
+                if n not in taken and line.strip() and "bearer:" not in line
+            )
+    return sorted(positives.items()), sorted(negatives - positives.keys())
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -815,6 +909,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of bridgecrewio/checkov (blind corpus: counts only, run once before and once after)",
     )
+    parser.add_argument(
+        "--bearer",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of Bearer/bearer-rules (blind corpus: counts only, run once before and once after)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -850,6 +950,10 @@ def main() -> None:
         _report_labelled(earlybird_samples(args.earlybird), "EarlyBird rule examples", "captions")
     if args.checkov is not None:
         _report_labelled(checkov_samples(args.checkov), "checkov secret sanity sets", "keys")
+    if args.bearer is not None:
+        _report_labelled(
+            bearer_samples(args.bearer), "Bearer's tests of its hard-coded credential rules", "rules"
+        )
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)
     print(f"speed: {micros:.0f} µs per call on {MEMORY_LIMIT}-character texts ({1e6 / micros:,.0f} calls/s)")

@@ -9,12 +9,15 @@ from pathlib import Path
 import yaml
 
 from bench.secret_detection import (
+    BEARER_RULES,
+    BEARER_TESTS,
     CHECKOV_SANITY,
     CREDSWEEPER_DATA,
     EARLYBIRD_RULES,
     SECRETLINT_RULES,
     SEMGREP_SECRETS,
     TRIVY_SECRET,
+    bearer_samples,
     checkov_samples,
     credsweeper_samples,
     earlybird_samples,
@@ -301,3 +304,58 @@ def test_checkov_sanity_sets_become_positives_by_key_and_negatives_by_entry_and_
     assert negatives == sorted(
         ['"four": "AAA111"', '"three": "plain"', 'name = "z"', 'resource "x" "y" {', "value = 1", "}"]
     )
+
+
+def _bearer_rule(root: Path, path: str, rule_id: str, cwes: list[str], files: dict[str, str]) -> None:
+    rule = root / BEARER_RULES / f"{path}.yml"
+    rule.parent.mkdir(parents=True, exist_ok=True)
+    rule.write_text(yaml.safe_dump({"patterns": ["x"], "metadata": {"id": rule_id, "cwe_id": cwes}}))
+    testdata = root / BEARER_TESTS / path / "testdata"
+    testdata.mkdir(parents=True)
+    for name, text in files.items():
+        (testdata / name).write_text(text)
+
+
+def test_bearer_annotations_of_credential_rules_give_statements_and_other_lines_negatives(
+    tmp_path: Path,
+) -> None:
+    bad = (
+        "// bearer:expected go_lang_secret to flag expected findings\n"  # explains the annotation
+        "package main\n"
+        "// bearer:expected go_lang_secret\n"
+        'key := "AAA111"\n'
+        "\n"
+        "  //   bearer:expected other_rule, go_lang_secret\n"
+        "\n"
+        "call(\n"
+        '  "BBB222",\n'
+        ")\n"
+        "// bearer:expected other_rule\n"
+        'other := "CCC333"\n'
+        "}\n"
+    )
+    _bearer_rule(
+        tmp_path, "go/lang/secret", "go_lang_secret", ["798"], {"bad.go": bad, "ok.go": "x := env()\n"}
+    )
+    _bearer_rule(
+        tmp_path,
+        "ruby/lang/pw",
+        "ruby_lang_pw",
+        [259],
+        {"bad.rb": '# bearer:expected ruby_lang_pw\npw = "DDD444"\n'},
+    )
+    _bearer_rule(
+        tmp_path,
+        "go/lang/hash",
+        "go_lang_hash",
+        ["326"],
+        {"bad.go": "// bearer:expected go_lang_hash\nmd5(pw)\n"},
+    )
+    (tmp_path / BEARER_RULES / "no_metadata.yml").write_text("patterns: []\n")
+    positives, negatives = bearer_samples(tmp_path)
+    assert positives == [
+        ('call(\n  "BBB222",\n)', "go_lang_secret"),
+        ('key := "AAA111"', "go_lang_secret"),
+        ('pw = "DDD444"', "ruby_lang_pw"),
+    ]
+    assert negatives == ["package main", "x := env()", "}"]  # another rule's statement is neither
