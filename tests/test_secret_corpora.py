@@ -333,6 +333,9 @@ def test_bearer_annotations_of_credential_rules_give_statements_and_other_lines_
         "// bearer:expected other_rule\n"
         'other := "CCC333"\n'
         "}\n"
+        "// bearer:expected go_lang_secret\n"
+        'pass := "E{[(E555"\n'  # brackets in a literal open nothing
+        "done()\n"
     )
     _bearer_rule(
         tmp_path, "go/lang/secret", "go_lang_secret", ["798"], {"bad.go": bad, "ok.go": "x := env()\n"}
@@ -356,6 +359,7 @@ def test_bearer_annotations_of_credential_rules_give_statements_and_other_lines_
     assert positives == [
         ('call(\n  "BBB222",\n)', "go_lang_secret"),
         ('key := "AAA111"', "go_lang_secret"),
+        ('pass := "E{[(E555"', "go_lang_secret"),
         ('pw = "DDD444"', "ruby_lang_pw"),
     ]
-    assert negatives == ["package main", "x := env()", "}"]  # another rule's statement is neither
+    assert negatives == ["done()", "package main", "x := env()", "}"]  # another rule's statement is neither
