@@ -1709,7 +1709,14 @@ def negative_samples(seed: int = DEFAULT_SEED) -> list[str]:
     look_alikes = random.Random(seed + 10)
     for template in _V10_LOOK_ALIKES:
         samples.extend(template(look_alikes) for _ in range(_CODE_SAMPLES_PER_TEMPLATE))
-    return samples + list(_V5_NEGATIVES) + list(_V6_NEGATIVES) + list(_V7_NEGATIVES) + list(_V8_NEGATIVES)
+    return (
+        samples
+        + list(_V5_NEGATIVES)
+        + list(_V6_NEGATIVES)
+        + list(_V7_NEGATIVES)
+        + list(_V8_NEGATIVES)
+        + list(_V11_NEGATIVES)
+    )
 
 
 def _test_name(rng: random.Random) -> str:
@@ -2074,6 +2081,49 @@ _V9_LOOK_ALIKES: tuple[Callable[[random.Random], str], ...] = (
     lambda r: f"| Request id | {_uuid(r)} |",
     lambda r: f"| GPG key | {_chars(r, 16, _HEX).upper()} |",
     lambda r: f'Authorization: Digest username="bot", nonce="{_chars(r, 32, _HEX)}"',
+)
+
+
+# Round 8, part 2: what checkov's and Bearer's test sets showed refused though plain, written before
+# the rules that let them pass. GraphQL node ids in base64 (GitHub's legacy ids are "<length of the
+# type>:<type><number>", Relay's "<Type>:<id>"), a label after a password's key in a UI's strings, an
+# identifier in camelCase as the value of a ``*_TOKEN`` or ``*_SECRET`` constant (a dependency
+# injection token, a secret's name), and a Rails route whose path has a password segment.
+_V11_NEGATIVES = (
+    'query { node(id: "MDQ6VXNlcjU4MzIzMQ==") { ... on User { login } } }',
+    '"node_id": "MDEwOlJlcG9zaXRvcnkxMjk2MjY5",',
+    "The org's node id is MDEyOk9yZ2FuaXphdGlvbjk5MTk= in the v4 API.",
+    "gh api graphql -f query='{ node(id: \"MDExOlB1bGxSZXF1ZXN0NDgyMTM=\") { id } }'",
+    '{"id": "MDU6SXNzdWU5ODc2NTQ=", "title": "Login fails"}',
+    "Comment MDEyOklzc3VlQ29tbWVudDU1Njcx was edited twice.",
+    '{"data": {"node": {"id": "VXNlcjo1NTBlODQwMC1lMjliLTQxZDQtYTcxNi00NDY2NTU0NDAwMDA=", "name": "Ana"}}}',
+    "Relay id UHJvZHVjdDo3ZjNjMmE5ZS0xYjRkLTRjOGUtOWEyZi02ZDVlNGMzYjJhMTA= is the product row.",
+    '"customerId": "Q3VzdG9tZXI6MWYwZTlkOGMtN2I2YS00ZDVlLThmOWEtMGIxYzJkM2U0ZjVh",',
+    "Shopify's admin id Z2lkOi8vc2hvcGlmeS9Qcm9kdWN0LzEyMzQ1Njc= is gid://shopify/Product/1234567.",
+    '"one_time_password": "Engangspassord:"',
+    '"one_time_password": "Einmalkennwort:"',
+    '"password": "Contraseña:"',
+    'password: "Hasło:"',
+    '"one_time_password": "Kertakäyttökoodi:"',
+    '"password": "Пароль:"',
+    '"otp_password": "Engångskod:"',
+    "'password' => 'Senha:',",
+    '"new_password": "Wachtwoord:"',
+    '"password": "Adgangskode:"',
+    '"totp_password": "Bestätigungscode:"',
+    "export const DATABASE_CONNECTION_TOKEN = 'databaseConnection';",
+    'export const APP_CONFIG_TOKEN = "appConfiguration";',
+    "const LOGGER_SERVICE_TOKEN = 'loggerService';",
+    "CACHE_MANAGER_TOKEN = 'cacheManager'",
+    'USER_REPOSITORY_TOKEN = "userRepository"',
+    "RDS_MASTER_SECRET = 'rdsMasterCredentials'",
+    'PAYMENTS_SECRET = "paymentsProviderConfig"',
+    "STEP_FUNCTIONS_TOKEN = 'stepFunctionsDefinition'",
+    'get "/password/new" => "passwords#new"',
+    'post "/password/reset" => "password_resets#create"',
+    'get "/users/password/edit" => "users/passwords#edit"',
+    'patch "/account/password" => "accounts#update_password"',
+    'match "/password/forgot" => "sessions#forgot", via: :get',
 )
 
 
