@@ -917,6 +917,45 @@ FAMILIES: list[tuple[str, str, str]] = [
         f"{_random(44, seed=140)}\n-----BEGIN CERTIFICATE-----\nMIIB",
         f"-----BEGIN CERTIFICATE-----\nMIIB\n{_random(44, seed=140)}\n-----END CERTIFICATE-----",
     ),
+    # Round 8's false refusals: a GraphQL node id in base64 is no user:password pair (GitHub's
+    # legacy ids hold the length of the type's name, Relay's a type and an id), a UI's label after a
+    # password's key is no password, a camelCase identifier after a token's name is no token, and a
+    # Rails route with a password segment maps a page to an action.
+    (
+        "base64 of an id:secret pair, beside GitHub's legacy node id",
+        f'"node_id": "{base64.b64encode(b"ci-bot:Tr0ub4dor&3x").decode()}"',
+        f'"node_id": "{base64.b64encode(b"012:Organization77").decode()}"',
+    ),
+    (
+        "base64 of a pair whose length prefix does not fit, beside a Relay node id",
+        f'"id": "{base64.b64encode(b"04:Admin2024").decode()}"',
+        f'"id": "{base64.b64encode(f"User:{_UUID}".encode()).decode()}"',
+    ),
+    (
+        "a password ending in a colon, beside a UI's label",
+        '"one_time_password": "Sommer2024:"',
+        '"one_time_password": "Einmalkennwort:"',
+    ),
+    (
+        "a lowercase word and a colon that start a credential, beside a label in Cyrillic",
+        'String usernamePassword = "application:" + appKey;',
+        '"password": "Пароль:"',
+    ),
+    (
+        "a camelCase secret with digits, beside an injection token's name",
+        "SESSION_SECRET = 'purpleMonkey42Dishwasher'",
+        "export const DATABASE_CONNECTION_TOKEN = 'databaseConnection';",
+    ),
+    (
+        "camelCase letters without vowels after a token's name, beside a secret's name",
+        "API_TOKEN = 'xkcdQrtzPlmn'",
+        "RDS_MASTER_SECRET = 'rdsMasterCredentials'",
+    ),
+    (
+        "a password in a Ruby hash, beside a Rails route with a password segment",
+        ':password => "blue#sky42"',
+        'get "/password/new" => "passwords#new"',
+    ),
 ]
 
 

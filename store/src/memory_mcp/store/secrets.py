@@ -186,6 +186,14 @@ What does *not* count as a secret (so that notes *about* credentials can be save
   to eight words assigned with ``=`` (a passphrase).
 - **Kubernetes-style names**: lowercase words joined by ``-`` or ``_`` (``existingSecret=memory-keys``)
   are references to a secret, not its value.
+- **Identifiers and labels in a credential's place** (round 8): a lower-camelCase identifier after a
+  token's or secret's name (``IAM_ROLE_STATEMENTS_TOKEN = 'iamRoleStatements'``, a dependency
+  injection token, a secret's name; each part of four or more letters has a vowel), a UI's label
+  after a password's key (a word of letters in any script, not lowercase, and a colon:
+  ``"one_time_password": "Engangskode:"``), a Rails route whose path has a password segment
+  (``get "/password/new" => "passwords#new"``), and GraphQL node ids in base64, which decode to a
+  type and an id rather than ``user:password`` (GitHub's legacy ``012:Organization1``, whose prefix
+  is the length of the type's name, and Relay's ``User:<number or UUID>``).
 
 "Looks random" combines three measures, set by sampling random base62/base64 strings against
 identifiers and paths that appear in notes: Shannon entropy of at least 3.5 bits per character
@@ -873,11 +881,17 @@ def _varied(value: str) -> bool:
 
 # A token's prefix with nothing after it (``CFPAT-``, ``sk_live_``): where a key goes, not a key.
 _PREFIX_STUB = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)*[-_]")
+# A label, as a UI's strings hold them after a password's key: letters of any script, then a colon,
+# not starting in lowercase (``"one_time_password": "Engangskode:"``, ``"password": "Пароль:"``;
+# ``"application:" + key`` starts a credential).
+_UI_LABEL = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*:")
 
 
 def _assigned_value_is_secret(value: str) -> bool:
     """The value of an explicit assignment (``password=...``, or a quoted value)."""
     if len(value) < 6 or any(c.isspace() for c in value) or _PREFIX_STUB.fullmatch(value):
+        return False
+    if value[-1] == ":" and not value[0].islower() and _UI_LABEL.fullmatch(value):
         return False
     if _is_placeholder(value) or _is_reference(value):
         return False
@@ -1166,6 +1180,8 @@ def _plain_password(value: str) -> bool:
         return False
     if value[0] in ":?@&*%$<{[(\\.,;=+-" or sum(c.isalnum() for c in value) < MIN_PLAIN_PASSWORD:
         return False
+    if value[-1] == ":" and not value[0].islower() and _UI_LABEL.fullmatch(value):
+        return False
     if _is_placeholder(value, _TYPED_MARKERS) or _is_reference(value):
         return False
     lowered = value.lower()
@@ -1217,6 +1233,21 @@ _POWERSHELL_CMDLET = re.compile(
 )
 
 
+# A Rails route: a path with a password segment mapped to a controller's action
+# (``get "/password/new" => "passwords#new"``); the word names a page, the value an action.
+_ROUTE_TARGET = re.compile(r"""(["'])[a-z][a-z0-9_]*(?:/[a-z][a-z0-9_]*)*#[a-z_][a-z0-9_]*[?!]?\1""")
+
+
+def _not_a_route(check: _Check) -> _Check:
+    def checked(match: re.Match[str]) -> bool:
+        start = match.start()
+        if start and match.string[start - 1] == "/" and _ROUTE_TARGET.fullmatch(match.group("v")):
+            return False
+        return check(match)
+
+    return checked
+
+
 def _password_assignment(match: re.Match[str]) -> bool:
     # ``MYSQLPASS``, ``SMTPPASS``: ``pass`` glued to a name counts in a name in capitals only
     # (``bypass``, ``compass`` are words).
@@ -1241,9 +1272,24 @@ _credential_assignment = _assignment(_credential_like)
 _SECRETS_MANAGER_ARN = re.compile(r"arn:aws[a-z-]*:secretsmanager:[a-z0-9-]*:[0-9]{12}:\Z")
 
 
+# An identifier in lower camelCase (``iamRoleStatements``, ``rdsMasterCredentials``): the value of a
+# dependency injection token or a secret's name, not a secret. Each part of four or more letters has a
+# vowel (shorter ones may be abbreviations: ``rds``, ``jwt``).
+_CAMEL_IDENTIFIER = re.compile(r"[a-z]{2,}(?:[A-Z][a-z]{2,}){1,5}")
+_CAMEL_PART = re.compile(r"[A-Z]?[a-z]+")
+
+
+def _camel_identifier(value: str) -> bool:
+    return _CAMEL_IDENTIFIER.fullmatch(value) is not None and all(
+        len(part) < 4 or any(vowel in part for vowel in "aeiouy") for part in _CAMEL_PART.findall(value)
+    )
+
+
 def _token_assignment(match: re.Match[str]) -> bool:
     start = match.start()
     if _SECRETS_MANAGER_ARN.search(match.string, max(0, start - 80), start):
+        return False
+    if _camel_identifier(_unquote(match.group("v"))[0]):
         return False
     return _credential_assignment(match)
 
@@ -1691,6 +1737,17 @@ def _bare_pem_body(blob: str) -> bool:
 # Base64 (standard or URL-safe) long enough to hide a token or an ``id:secret`` pair.
 _BASE64_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/_=-])")
 _ID_SECRET = re.compile(r"[\w.@+-]{2,100}:(?P<v>[^\s:]{6,200})")
+# A GraphQL node id: GitHub's legacy ones are base64 of "<length of the type>:<type><number>"
+# (``012:Organization1``), Relay's of "<Type>:<id>" (``User:<uuid>``).
+_GITHUB_NODE_ID = re.compile(r"0?([1-9][0-9]?):([A-Z][A-Za-z]+)[0-9]+")
+_RELAY_NODE_ID = re.compile(rf"[A-Z][A-Za-z]+:(?:[0-9]+|{_UUID.pattern})")
+
+
+def _graphql_node_id(decoded: str) -> bool:
+    github = _GITHUB_NODE_ID.fullmatch(decoded)
+    if github is not None:
+        return int(github.group(1)) == len(github.group(2))
+    return _RELAY_NODE_ID.fullmatch(decoded) is not None
 
 
 def _decoded_base64(blob: str) -> str | None:
@@ -1728,7 +1785,11 @@ def _base64_hidden(text: str) -> SecretMatch | None:
         if (inner := _find(decoded, decode=False)) is not None and not _PEM_HEADER.fullmatch(decoded.strip()):
             return inner
         pair = _ID_SECRET.fullmatch(decoded)
-        if pair is not None and (_credential_like(pair["v"]) or _password_like(pair["v"])):
+        if (
+            pair is not None
+            and not _graphql_node_id(decoded)
+            and (_credential_like(pair["v"]) or _password_like(pair["v"]))
+        ):
             return SecretMatch("basic_auth", _LABELS["basic_auth"])
     return None
 
@@ -3053,13 +3114,13 @@ _RULES: tuple[_Rule, ...] = (
     _any_case(
         "password_assignment",
         rf"(?:{_PASSWORD_NAMES}){_PASSWORD_NAME_END}{_ASSIGNED_VALUE}",
-        _password_assignment,
+        _not_a_route(_password_assignment),
         anchors=_PASSWORD_ANCHORS,
     ),
     _any_case(
         "password_assignment",
         rf"\b(?:{_PASSWORD_WORDS}|pw)\b[^\n.]{{0,40}}?{_PROSE_VERB}{_PROSE_VALUE}",
-        _prose_value(_password_like, plain_quoted=True),
+        _not_a_route(_prose_value(_password_like, plain_quoted=True)),
         anchors=_PASSWORD_ANCHORS,
     ),
     # A Dockerfile's ``ENV NAME value`` (the form without ``=``) for a password's name.
