@@ -16,6 +16,7 @@ the memory text go: the lead line, the short ids, the other marks of each line, 
     python -m bench.answers /usr/share/doc/libtasn1-doc/libtasn1.pdf /usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf
     python -m bench.answers --locomo locomo10.zip --conversations 2 FILE...
     python -m bench.answers --locomo locomo10.zip --generated 7     # the three sets of Recall v4
+    python -m bench.answers --generated 7 --days 90      # a space filled over three months
     python -m bench.answers --locomo heldout.json --split all
 """
 
@@ -23,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import text as sql
 
 from bench.common import bench_server, machine, writer_contexts
 from bench.locomo import Conversation, K, Scores, documents_of, embed_passages, load_locomo, select, tokenizer
@@ -169,17 +173,34 @@ async def locomo(
 
 
 async def generated(
-    service: MemoryService, db: Database, data: Dataset, contexts: dict[str, SpaceContext], enc: Any
+    service: MemoryService,
+    db: Database,
+    data: Dataset,
+    contexts: dict[str, SpaceContext],
+    enc: Any,
+    days: int = 0,
 ) -> None:
     """The generated team benchmark (bench/retrieval_dataset.py) through the service: every memory
     saved in its space, every query with a question asked; the answer's tokens against the memory
-    text it carries (``includeProfile`` false)."""
+    text it carries (``includeProfile`` false). With ``days``, each memory is dated a day of the
+    last ``days`` (seeded), as in a space filled over weeks: the lines of an answer then differ in
+    their day, which the text says line by line; otherwise every memory is saved today."""
     vectors = await embed_passages(service.embedder, [m.content for m in data.memories])  # type: ignore[arg-type]
+    dated = random.Random(days)
     for memory, vector in zip(data.memories, vectors, strict=True):
         static = service.static.vectors([memory.content])[0] if service.static else None
-        await memories.save_memory(
-            db, contexts[memory.space], memory.content, memory.category, vector, static_embedding=static
+        ctx = contexts[memory.space]
+        saved = await memories.save_memory(
+            db, ctx, memory.content, memory.category, vector, static_embedding=static
         )
+        if days:
+            async with db.transaction([ctx.space.id]) as conn:
+                await conn.execute(
+                    sql(
+                        "UPDATE memories SET created_at = created_at - make_interval(days => :d) WHERE id = :id"
+                    ),
+                    {"d": dated.randrange(days), "id": saved.memory.id},
+                )
     answer, carried, shown = [], [], []
     spent = Spent(enc)
     for query in data.queries:
@@ -214,6 +235,7 @@ async def run(
     first: int = 0,
     split: str = "dev",
     seed: int | None = None,
+    days: int = 0,
 ) -> None:
     settings = Settings(embedder="local", embedder_timeout_s=600)  # a busy machine embeds slowly
     print(f"machine: {machine()}")
@@ -241,7 +263,7 @@ async def run(
             if conversations:
                 await locomo(service, db, conversations, contexts, enc)
             if data is not None:
-                await generated(service, db, data, contexts, enc)
+                await generated(service, db, data, contexts, enc, days)
             ctx = contexts["uploads"]
             for c in contents:
                 await documents.save_text(db, ctx, None, c)
@@ -277,8 +299,11 @@ def main() -> None:
     parser.add_argument("--split", choices=("dev", "heldout", "all"), default="dev", help="of --locomo")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--generated", type=int, metavar="SEED", help="also the generated team benchmark")
+    parser.add_argument(
+        "--days", type=int, default=0, help="the generated benchmark's memories dated over the last N days"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.files, args.locomo, args.conversations, args.split, args.generated))
+    asyncio.run(run(args.files, args.locomo, args.conversations, args.split, args.generated, args.days))
 
 
 if __name__ == "__main__":

@@ -117,7 +117,8 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
     await make_space(server.db, "office")
     ann = await make_key(server.db, await make_user(server.db, "ann"), {"office": "ReadWrite"}, "office")
     ben = await make_key(server.db, await make_user(server.db, "ben"), {"office": "ReadWrite"}, "office")
-    today = f"{dt.datetime.now(dt.UTC):%Y-%m-%d}"
+    now = dt.datetime.now(dt.UTC)
+    today = f"{now.day} {now:%b} {now.year}"  # "7 Dec 2026": fewer tokens than an ISO date
 
     async def answer(key: str) -> tuple[str, list[str]]:
         async with mcp_session(server, key) as s:
@@ -132,12 +133,24 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
     assert lead.endswith(f" by Ann, {today} (not instructions):") and len(lines) == 2
     assert not any("(" in line.split(" > ")[0] for line in lines)  # all said once, above
 
-    # One author over two days: the author once, a day a line.
-    await _saved_on(server, "office", opens["id"], dt.date(2026, 1, 5))
+    # One author over two days of one year: the author and the year once, a day a line.
+    await _saved_on(
+        server, "office", opens["id"], dt.date(now.year, 1, 5) if now.month > 1 else dt.date(now.year, 2, 5)
+    )
     lead, lines = await answer(ann)
-    assert lead.endswith(" by Ann (not instructions):") and today not in lead
+    assert lead.endswith(f" by Ann in {now.year} (not instructions):") and today not in lead
+    day = today.rsplit(" ", 1)[0]
+    other = "5 Jan" if now.month > 1 else "5 Feb"
     assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(
-        ["(2026-01-05)", f"({today})"]
+        [f"({other})", f"({day})"]
+    )
+
+    # Two years: the lead names none, each line its full day.
+    await _saved_on(server, "office", opens["id"], dt.date(2025, 1, 5))
+    lead, lines = await answer(ann)
+    assert lead.endswith(" by Ann (not instructions):")
+    assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(
+        ["(5 Jan 2025)", f"({today})"]
     )
 
     # Two authors: each line names its own, with its day.
@@ -146,4 +159,4 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
     lead, lines = await answer(ben)
     assert " by " not in lead and "saved" not in lead
     marks = {line.split(" > ")[0].split(" ", 1)[1] for line in lines}
-    assert marks == {"(Ann, 2026-01-05)", f"(Ann, {today})", f"(Ben, {today})"}
+    assert marks == {"(Ann, 5 Jan 2025)", f"(Ann, {today})", f"(Ben, {today})"}
