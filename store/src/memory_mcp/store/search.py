@@ -564,7 +564,8 @@ def _fulltext_sql(where: str) -> str:
     ``df_cap`` memories. A word no memory holds keeps its weight, the highest there is: it is part
     of what was asked, so a memory holding only the query's one common word covers a small share of
     it, not all of it. Each word contributes at most ``per_term`` rows as candidates; every
-    candidate is then scored on all the words.
+    candidate is then scored on all the words, read from the rows the words' scans return (fetching
+    the candidates again by id cost 0.7-1.4 ms a search at 100,000 memories, for the same results).
 
     A count known to reach its cap is not made (``full``: the space's, ``common``: the words'; see
     ``_CappedCounts``): the branch of a ``CASE`` not taken never runs its subquery.
@@ -585,10 +586,9 @@ def _fulltext_sql(where: str) -> str:
         "  CROSS JOIN LATERAL (SELECT CASE WHEN t.word = ANY(CAST(%(common)s AS text[])) THEN %(df_cap)s"
         f"    ELSE (SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} AND m.tsv @@ t.q LIMIT %(df_cap)s) x) END AS df) d"
         "), fulltext AS ("
-        "  SELECT m.id FROM memories m WHERE m.id IN ("
-        "    SELECT x.id FROM wts w CROSS JOIN LATERAL ("
-        f"      SELECT m.id FROM memories m WHERE {where} AND m.tsv @@ w.q LIMIT %(per_term)s) x)"
-        "  ORDER BY (SELECT sum(w.idf) FROM wts w WHERE m.tsv @@ w.q) DESC, m.created_at DESC LIMIT %(k)s)"
+        "  SELECT y.id FROM (SELECT DISTINCT ON (x.id) x.* FROM wts w CROSS JOIN LATERAL ("
+        f"    SELECT m.id, m.tsv, m.created_at FROM memories m WHERE {where} AND m.tsv @@ w.q LIMIT %(per_term)s) x) y"
+        "  ORDER BY (SELECT sum(w.idf) FROM wts w WHERE y.tsv @@ w.q) DESC, y.created_at DESC LIMIT %(k)s)"
     )
 
 
