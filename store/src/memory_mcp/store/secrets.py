@@ -887,11 +887,15 @@ _PREFIX_STUB = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)*[-_]")
 _UI_LABEL = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*:")
 
 
+def _ui_label(value: str) -> bool:
+    return value[-1] == ":" and not value[0].islower() and _UI_LABEL.fullmatch(value) is not None
+
+
 def _assigned_value_is_secret(value: str) -> bool:
     """The value of an explicit assignment (``password=...``, or a quoted value)."""
     if len(value) < 6 or any(c.isspace() for c in value) or _PREFIX_STUB.fullmatch(value):
         return False
-    if value[-1] == ":" and not value[0].islower() and _UI_LABEL.fullmatch(value):
+    if _ui_label(value):
         return False
     if _is_placeholder(value) or _is_reference(value):
         return False
@@ -1180,7 +1184,7 @@ def _plain_password(value: str) -> bool:
         return False
     if value[0] in ":?@&*%$<{[(\\.,;=+-" or sum(c.isalnum() for c in value) < MIN_PLAIN_PASSWORD:
         return False
-    if value[-1] == ":" and not value[0].islower() and _UI_LABEL.fullmatch(value):
+    if _ui_label(value):
         return False
     if _is_placeholder(value, _TYPED_MARKERS) or _is_reference(value):
         return False
