@@ -456,3 +456,48 @@ def test_sigterm_while_the_table_is_distilled_stops_serve_and_postgres_at_once(
     assert not postgres_running(data_dir)
     assert not [child for child in children if child.is_running()]
     assert not tables(machine_cache) and not staging(machine_cache)
+
+
+def test_the_embedded_buffer_cache_follows_the_machine_or_the_setting(data_dir: Path) -> None:
+    import psycopg
+
+    from memory_mcp.store.embedded import SETTINGS_FILE, EmbeddedPostgres, machine_memory_mb, server_settings
+
+    def shared_buffers() -> str:
+        attached = EmbeddedPostgres(data_dir)  # the running server's PostgreSQL, as a second holder
+        attached.start()
+        try:
+            with psycopg.connect(attached.superuser_url.replace("+psycopg", "")) as conn:
+                row = conn.execute("SHOW shared_buffers").fetchone()
+        finally:
+            attached.stop()
+        assert row is not None
+        return str(row[0])
+
+    # The first start creates the cluster and already runs on the setting.
+    first = Served(data_dir, MEMORY_MCP_EMBEDDED_SHARED_BUFFERS_MB="200")
+    try:
+        assert shared_buffers() == "200MB"
+        # A second process that attaches to the running cluster leaves its settings alone.
+        assert (data_dir / "pg" / SETTINGS_FILE).read_text() == "shared_buffers = '200MB'\n"
+    finally:
+        first.stop(signal.SIGTERM)
+    second = Served(data_dir)  # no setting: a quarter of the machine's memory, 128 MB to 1 GB
+    try:
+        expected = server_settings(machine_memory_mb())["shared_buffers"]
+        assert shared_buffers() == expected.replace("1024MB", "1GB")
+        assert expected != "200MB"
+    finally:
+        second.stop(signal.SIGTERM)
+
+
+@pytest.mark.parametrize(
+    ("memory_mb", "setting", "expected"),
+    [(512, None, "128MB"), (2048, None, "512MB"), (24 * 1024, None, "1024MB"), (24 * 1024, 64, "64MB")],
+)
+def test_the_buffer_cache_is_a_quarter_of_memory_within_bounds(
+    memory_mb: int, setting: int | None, expected: str
+) -> None:
+    from memory_mcp.store.embedded import server_settings
+
+    assert server_settings(memory_mb, setting) == {"shared_buffers": expected}

@@ -35,7 +35,7 @@ def prepare_database(settings: Settings, migrate: bool = True) -> PreparedDataba
         if migrate:
             run_migrations(settings.database_url, settings.embedding_dim)
         return PreparedDatabase(settings.database_url, None)
-    embedded = EmbeddedPostgres(settings.data_dir)
+    embedded = EmbeddedPostgres(settings.data_dir, shared_buffers_mb=settings.embedded_shared_buffers_mb)
     embedded.start()
     try:
         if migrate:

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     database_url: str | None = None
     db_pool_size: int = Field(default=10, ge=1, le=200)
+    # The embedded PostgreSQL's buffer cache (no database_url); None: a quarter of the machine's
+    # memory, from 128 MB to 1 GB (store/embedded.py). Applied when that PostgreSQL next starts.
+    embedded_shared_buffers_mb: int | None = Field(default=None, ge=16, le=1_048_576)
     # On an empty database, create an admin user, a `default` space and a key (printed once).
     # Clusters turn this off: the operator declares users and keys there.
     bootstrap: bool = True

