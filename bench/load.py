@@ -17,9 +17,17 @@ server process and PostgreSQL spent per call during the run (Linux: read from /p
     python -m bench.load --tools add_memory --client python      # concurrent saves
     python -m bench.load --cold          # before autovacuum's first statistics of the seeded space
     python -m bench.load --tools search_memory --questions varied   # every search a new question
+    python -m bench.load --tools search_memory,whoAmI --clients 1,16 --memories 100000 \
+        --space generated --vectors /tmp/search_cost.npz    # a space of 100,000 real memories
 
-By default searches ask six fixed questions, whose vectors the embedder's LRU keeps after the first
-call: the figures leave the query's embedding out. ``--questions varied`` asks the generated
+By default the space holds short sentences made from a few templates, saved through REST (each
+embedded on save), and searches ask six fixed questions, whose vectors the embedder's LRU keeps
+after the first call: the figures leave the query's embedding out. ``--space generated`` fills it
+as ``bench.search_cost`` does instead, so that a large space takes minutes, not hours: the
+generated dataset's texts with the model's vectors (kept in ``--vectors FILE.npz``, one file a
+size, shared with ``bench.search_cost``), COPYed into the server's database by its schema owner
+with the indexes built after, in sessions of thirty by one writer; searches then ask that
+dataset's 200 questions, each asked once before the clock starts (their vectors cached, as above). ``--questions varied`` asks the generated
 dataset's questions (bench/retrieval_dataset.py, thousands of distinct ones), each at most once by
 the Python client (the Node client picks at random among them), so every search embeds its question.
 """
@@ -328,14 +336,68 @@ def analyze(data_dir: Path) -> None:
         pg.stop()
 
 
+def fill_generated(base: str, key: str, data_dir: Path, size: int, vectors: Path | None) -> list[str]:
+    """Fill the key's default space as ``bench.search_cost`` fills its own (see the module's
+    docstring); returns the questions to ask. One memory saved through REST first makes the space
+    and says whose it is; it stays, one of ``size + 1``."""
+    import psycopg
+
+    from bench import search_cost
+    from memory_mcp.core.settings import Settings
+    from memory_mcp.embedder.model import load_model
+    from memory_mcp.embedder.static import load_static_model
+    from memory_mcp.store.embedded import EmbeddedPostgres
+
+    texts, categories, questions = search_cost.texts_and_questions(size, 200)
+    cache = None if vectors is None else vectors.with_suffix(f".{size}.npz")
+    settings = Settings()
+    model = load_model(None)
+    rows, _ = search_cost.model_vectors(model, texts, questions, cache)
+    statics = load_static_model(settings.static_embedding_cache_dir).encode(texts)
+    with httpx2.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        http.post("/v1/memories", json={"content": "The load bench fills this space."}).raise_for_status()
+    pg = EmbeddedPostgres(data_dir)  # the server's own PostgreSQL, already running
+    pg.start()
+    try:
+        with psycopg.connect(pg.superuser_url.replace("+psycopg", "")) as conn:
+            row = conn.execute("SELECT space_id, created_by_user_id FROM memories").fetchone()
+        assert row is not None, "the memory saved through REST is not in the database"
+        space, writer = row
+        search_cost.load(
+            pg.owner_url.replace("+psycopg", ""), space, writer, texts, categories, rows, statics
+        )
+    finally:
+        pg.stop()
+    return questions
+
+
+async def ask_each(url: str, key: str, questions: list[str]) -> None:
+    """Each question once, one after another: the server's LRU then holds their vectors."""
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        for question in questions:
+            await client.call_tool("search_memory", {"query": question, "includeProfile": False, "limit": 10})
+
+
 async def measure(args: argparse.Namespace, base: str, data_dir: Path, meter: CpuMeter) -> None:
     await wait_ready(base)
     key = (data_dir / "bootstrap-key").read_text().strip()
     t0 = time.perf_counter()
-    await seed(base, key, args.memories)
-    print(f"seeded {args.memories} memories in {time.perf_counter() - t0:.1f}s (REST, embedded on save)")
-    if not args.cold:
-        analyze(data_dir)
+    if args.space == "generated":
+        questions = fill_generated(base, key, data_dir, args.memories, args.vectors)
+        QUESTIONS["generated"] = lambda: questions
+        args.questions = "generated"
+        await ask_each(f"{base}/mcp", key, questions)
+        print(
+            f"filled {args.memories} memories and asked each question once in {time.perf_counter() - t0:.0f}s"
+        )
+    else:
+        await seed(base, key, args.memories)
+        print(f"seeded {args.memories} memories in {time.perf_counter() - t0:.1f}s (REST, embedded on save)")
+        if not args.cold:
+            analyze(data_dir)
     # The load generator's own full collections would show up as server latency: its long-lived
     # objects (the SDKs) are set aside once they are loaded.
     gc.collect()
@@ -377,6 +439,15 @@ def main() -> None:
         choices=sorted(QUESTIONS),
         default="fixed",
         help="search: six fixed questions (their vectors cached after the first call) or varied ones",
+    )
+    parser.add_argument(
+        "--space",
+        choices=("templates", "generated"),
+        default="templates",
+        help="what the space holds: template sentences saved through REST, or the generated dataset COPYed in",
+    )
+    parser.add_argument(
+        "--vectors", type=Path, metavar="FILE.npz", help="--space generated: keep the model's vectors here"
     )
     args = parser.parse_args()
     if args.questions == "varied":

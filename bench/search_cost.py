@@ -120,19 +120,20 @@ def halfvec_text(rows: np.ndarray) -> list[str]:
 
 
 def load(
-    bench_db: BenchDatabase,
-    ctx: SpaceContext,
+    owner_dsn: str,
+    space: uuid.UUID,
+    writer: uuid.UUID,
     texts: Sequence[str],
     categories: Sequence[str | None],
     vectors: np.ndarray,
     statics: np.ndarray,
 ) -> None:
     """COPY the memories into the space (one document each, as ``add_memory`` saves them) with the
-    search indexes dropped, rebuild those, then ``VACUUM ANALYZE``."""
-    writer = ctx.caller.user.id
+    search indexes dropped, rebuild those, then ``VACUUM ANALYZE``. ``owner_dsn`` is the schema
+    owner's, in the form psycopg takes; ``writer`` is the user every memory is saved by."""
     now = datetime.now(UTC)
     started = time.perf_counter()
-    with psycopg.connect(bench_db.owner_dsn) as conn:
+    with psycopg.connect(owner_dsn) as conn:
         definitions: dict[str, str] = dict(
             conn.execute(
                 "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories' AND indexname = ANY(%s)",
@@ -149,7 +150,7 @@ def load(
             " FROM STDIN"
         ) as copy:
             for doc, content in zip(documents, texts, strict=True):
-                copy.write_row((doc, ctx.space.id, content[:60], "text", "done", doc.hex, writer))
+                copy.write_row((doc, space, content[:60], "text", "done", doc.hex, writer))
         with conn.cursor().copy(
             "COPY memories (space_id, document_id, content, content_hash, category, embedding,"
             " static_embedding, created_by_user_id, created_at, updated_at) FROM STDIN"
@@ -170,7 +171,7 @@ def load(
                     content = texts[i]
                     copy.write_row(
                         (
-                            ctx.space.id,
+                            space,
                             documents[i],
                             content,
                             hashlib.sha256(content.encode()).hexdigest(),
@@ -401,7 +402,7 @@ async def measure(
     db = Database(bench_db.app_url, pool_size=2)
     try:
         ctx = (await writer_contexts(db, [SPACE]))[SPACE]
-        load(bench_db, ctx, texts, categories, vectors, statics)
+        load(bench_db.owner_dsn, ctx.space.id, ctx.caller.user.id, texts, categories, vectors, statics)
         pg = PgCpu(server.pg.pgdata)
         await one_round(db, ctx, model, static, questions[:20], pg, superuser)  # warm-up
         rounds = [

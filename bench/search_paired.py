@@ -92,7 +92,9 @@ async def measure(size: int, args: argparse.Namespace) -> None:
         dbs = {name: Database(bench_db.app_url, pool_size=1) for name in modules}
         try:
             ctx = (await writer_contexts(dbs["now"], [search_cost.SPACE]))[search_cost.SPACE]
-            search_cost.load(bench_db, ctx, texts, categories, vectors, statics)
+            search_cost.load(
+                bench_db.owner_dsn, ctx.space.id, ctx.caller.user.id, texts, categories, vectors, statics
+            )
             pids = {name: await backend_pid(db, ctx.space.id) for name, db in dbs.items()}
             results: dict[str, dict[int, list[tuple[Any, float]]]] = {name: {} for name in modules}
 
