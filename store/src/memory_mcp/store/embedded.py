@@ -54,10 +54,10 @@ SHARED_BUFFERS_MB = (128, 1024)
 def machine_memory_mb() -> int:
     """This machine's memory in MB, or its cgroup's limit where that is lower (a container)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    with contextlib.suppress(OSError, ValueError):
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit != "max":
-            total = min(total, int(limit))
+    # cgroup v2, then v1 (where "no limit" reads as a number near 2**63).
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with contextlib.suppress(OSError, ValueError):
+            total = min(total, int(Path(limit).read_text().strip()))
     return total // 2**20
 
 
