@@ -5,7 +5,7 @@ Run from the repository root:
 ``python -m bench.secret_detection [--seed N] [--seconds S] [--trufflehog PATH] [--noseyparker PATH]
 [--secretlint PATH] [--semgrep PATH] [--kingfisher PATH] [--trivy PATH] [--credsweeper PATH]
 [--github-patterns PATH] [--ripsecrets PATH] [--earlybird PATH]
-[--checkov PATH] [--bearer PATH]``.
+[--checkov PATH] [--bearer PATH] [--horusec PATH]``.
 The held-out corpus (``bench/secret_corpus.py``) and the external one are reported, never tuned on:
 a miss there is a figure to publish, not a rule to add.
 
@@ -136,6 +136,15 @@ rules (weak hashes and ciphers on passwords, key sizes, session keys from user i
 database password) and the comments that only explain the annotation are left out, chosen before
 the run. A negative there means "this rule of Bearer's expects no finding here" (code around the
 findings, and what the rule does not look for: one is an RSA private key), not "no credential".
+
+The blind corpus of round 9: the samples of Horusec's leak rules (ZupIT/horusec, Apache-2.0, commit
+``873d4104a6aa89be8f86d93db8e416909d9add87``). The loader was written from the layout of
+``internal/services/engines/leaks/samples.go`` (a raw string constant a sample,
+``SampleVulnerableHSLEAKS<n>`` or ``SampleSafeHSLEAKS<n>``) and the ids and names of ``rules.go``
+alone, and it prints counts and rule names only, never a text. ``--horusec PATH`` reads a checkout:
+each vulnerable sample, whole, as a positive labelled by its rule, each safe sample as a negative;
+reported once as it is and once without the three rules on OAuth client ids
+(``HORUSEC_PUBLIC_IDS``), which are published, not secret: chosen before the run.
 """
 
 from __future__ import annotations
@@ -821,6 +830,34 @@ def bearer_samples(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(positives.items()), sorted(negatives - positives.keys())
 
 
+HORUSEC_LEAKS = Path("internal/services/engines/leaks")
+# ``samples.go``: one raw string constant a sample, ``SampleVulnerableHSLEAKS<n>`` (a finding of the
+# rule ``HS-LEAKS-<n>``) or ``SampleSafeHSLEAKS<n>`` (none); ``rules.go`` names each rule.
+_HORUSEC_SAMPLE = re.compile(r"^\s*Sample(Vulnerable|Safe)HSLEAKS(\d+)\s*=\s*`([^`]*)`", re.MULTILINE)
+_HORUSEC_RULE = re.compile(r'ID:\s*"HS-LEAKS-(\d+)",\s*Name:\s*"([^"]+)"')
+# Rules whose finding is an OAuth client's id, which its owner publishes (in a login page's URL),
+# not a credential: counted apart, chosen before the run.
+HORUSEC_PUBLIC_IDS = frozenset({"5", "7", "9"})
+
+
+def horusec_samples(root: Path, public_ids: bool = True) -> tuple[list[tuple[str, str]], list[str]]:
+    """The samples of Horusec's leak rules under ``root``: each vulnerable sample, whole, as a
+    positive labelled by its rule's id and name, each safe sample as a negative; without
+    ``public_ids``, the rules of :data:`HORUSEC_PUBLIC_IDS` left out of both."""
+    folder = root / HORUSEC_LEAKS
+    names = dict(_HORUSEC_RULE.findall((folder / "rules.go").read_text("utf-8")))
+    positives: list[tuple[str, str]] = []
+    negatives: list[str] = []
+    for kind, number, text in _HORUSEC_SAMPLE.findall((folder / "samples.go").read_text("utf-8")):
+        if not public_ids and number in HORUSEC_PUBLIC_IDS:
+            continue
+        if kind == "Vulnerable":
+            positives.append((text.strip(), f"HS-LEAKS-{number} {names.get(number, '?')}"))
+        else:
+            negatives.append(text.strip())
+    return positives, negatives
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -922,6 +959,12 @@ def main() -> None:
         metavar="PATH",
         help="a checkout of Bearer/bearer-rules (blind corpus: counts only, run once before and once after)",
     )
+    parser.add_argument(
+        "--horusec",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of ZupIT/horusec (blind corpus: counts only, run once before and once after)",
+    )
     args = parser.parse_args()
 
     _report("dev", positive_samples(args.seed), negative_samples(args.seed), verbose=True)
@@ -960,6 +1003,13 @@ def main() -> None:
     if args.bearer is not None:
         _report_labelled(
             bearer_samples(args.bearer), "Bearer's tests of its hard-coded credential rules", "rules"
+        )
+    if args.horusec is not None:
+        _report_labelled(horusec_samples(args.horusec), "Horusec leak rule samples", "rules")
+        _report_labelled(
+            horusec_samples(args.horusec, public_ids=False),
+            "Horusec leak rule samples, less the rules on public client ids",
+            "rules",
         )
     texts = _texts_of_memory_size(args.seed, 200)
     micros = _microseconds_per_call(texts, args.seconds)

@@ -14,6 +14,7 @@ from bench.secret_detection import (
     CHECKOV_SANITY,
     CREDSWEEPER_DATA,
     EARLYBIRD_RULES,
+    HORUSEC_LEAKS,
     SECRETLINT_RULES,
     SEMGREP_SECRETS,
     TRIVY_SECRET,
@@ -22,6 +23,7 @@ from bench.secret_detection import (
     credsweeper_samples,
     earlybird_samples,
     github_patterns_samples,
+    horusec_samples,
     ripsecrets_samples,
     rule_examples,
     secretlint_samples,
@@ -363,3 +365,32 @@ def test_bearer_annotations_of_credential_rules_give_statements_and_other_lines_
         ('pw = "DDD444"', "ruby_lang_pw"),
     ]
     assert negatives == ["done()", "package main", "x := env()", "}"]  # another rule's statement is neither
+
+
+def test_horusec_samples_become_positives_by_rule_and_safe_samples_negatives(tmp_path: Path) -> None:
+    folder = tmp_path / HORUSEC_LEAKS
+    folder.mkdir(parents=True)
+    (folder / "rules.go").write_text(
+        "\n".join(
+            f'\t\tMetadata: engine.Metadata{{\n\t\t\tID:            "HS-LEAKS-{n}",\n\t\t\tName:          "{name}",'
+            for n, name in ((4, "Vendor Secret"), (5, "Vendor Client ID"))
+        )
+    )
+    (folder / "samples.go").write_text(
+        "package leaks\n\nconst (\n"
+        "\tSampleVulnerableHSLEAKS4 = `\nkey: 'AAA111'\n`\n"
+        "\tSampleSafeHSLEAKS4 = `\nkey: env('KEY')\n`\n"
+        "\tSampleVulnerableHSLEAKS5 = `\nid: 'BBB222'\n`\n"
+        "\tSampleSafeHSLEAKS5 = `\nid: env('ID')\n`\n"
+        ")\n"
+    )
+    positives, negatives = horusec_samples(tmp_path)
+    assert positives == [
+        ("key: 'AAA111'", "HS-LEAKS-4 Vendor Secret"),
+        ("id: 'BBB222'", "HS-LEAKS-5 Vendor Client ID"),
+    ]
+    assert negatives == ["key: env('KEY')", "id: env('ID')"]
+    assert horusec_samples(tmp_path, public_ids=False) == (
+        [("key: 'AAA111'", "HS-LEAKS-4 Vendor Secret")],
+        ["key: env('KEY')"],
+    )
