@@ -956,6 +956,12 @@ FAMILIES: list[tuple[str, str, str]] = [
         ':password => "blue#sky42"',
         'get "/password/new" => "passwords#new"',
     ),
+    (
+        "a Slack webhook whose ids have lowercase letters, beside its mask",
+        f"SLACK_HOOK=https://hooks.slack.com/services/Tq7{_random(6, seed=160)}/Bz{_random(7, seed=161)}/"
+        f"{_random(24, seed=162)}",
+        "SLACK_HOOK=https://hooks.slack.com/services/Tq7abcdef/Bzabcdefg/XXXXXXXXXXXXXXXXXXXXXXXX",
+    ),
 ]
 
 
