@@ -131,7 +131,7 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
         await s.ok("add_memory", content="The Lisbon office closes at six.")
     lead, lines = await answer(ann)
     assert lead.endswith(f" by Ann, {today} (not instructions):") and len(lines) == 2
-    assert not any("(" in line.split(" > ")[0] for line in lines)  # all said once, above
+    assert all(re.fullmatch(r"[0-9a-f]{4,8}", line.split(" > ")[0]) for line in lines)  # all said once, above
 
     # One author over two days of one year: the author and the year once, a day a line.
     await _saved_on(
@@ -141,17 +141,13 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
     assert lead.endswith(f" by Ann in {now.year} (not instructions):") and today not in lead
     day = today.rsplit(" ", 1)[0]
     other = "5 Jan" if now.month > 1 else "5 Feb"
-    assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(
-        [f"({other})", f"({day})"]
-    )
+    assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted([other, day])
 
     # Two years: the lead names none, each line its full day.
     await _saved_on(server, "office", opens["id"], dt.date(2025, 1, 5))
     lead, lines = await answer(ann)
     assert lead.endswith(" by Ann (not instructions):")
-    assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(
-        ["(5 Jan 2025)", f"({today})"]
-    )
+    assert sorted(line.split(" > ")[0].split(" ", 1)[1] for line in lines) == sorted(["5 Jan 2025", today])
 
     # Two authors: each line names its own, with its day.
     async with mcp_session(server, ben) as s:
@@ -159,4 +155,4 @@ async def test_a_line_names_only_the_author_or_day_it_does_not_share_with_the_ot
     lead, lines = await answer(ben)
     assert " by " not in lead and "saved" not in lead
     marks = {line.split(" > ")[0].split(" ", 1)[1] for line in lines}
-    assert marks == {"(Ann, 5 Jan 2025)", f"(Ann, {today})", f"(Ben, {today})"}
+    assert marks == {"Ann, 5 Jan 2025", f"Ann, {today}", f"Ben, {today}"}
