@@ -27,9 +27,10 @@ as ``bench.search_cost`` does instead, so that a large space takes minutes, not 
 generated dataset's texts with the model's vectors (kept in ``--vectors FILE.npz``, one file a
 size, shared with ``bench.search_cost``), COPYed into the server's database by its schema owner
 with the indexes built after, in sessions of thirty by one writer; searches then ask that
-dataset's 200 questions, each asked once before the clock starts (their vectors cached, as above). ``--questions varied`` asks the generated
-dataset's questions (bench/retrieval_dataset.py, thousands of distinct ones), each at most once by
-the Python client (the Node client picks at random among them), so every search embeds its question.
+dataset's 200 questions, each asked once before the clock starts (their vectors cached, as above).
+``--questions varied`` asks the generated dataset's questions (bench/retrieval_dataset.py,
+thousands of distinct ones), each at most once by the Python client (the Node client picks at
+random among them), so every search embeds its question.
 """
 
 from __future__ import annotations
@@ -378,7 +379,11 @@ async def ask_each(url: str, key: str, questions: list[str]) -> None:
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
         for question in questions:
-            await client.call_tool("search_memory", {"query": question, "includeProfile": False, "limit": 10})
+            result = await client.call_tool(
+                "search_memory", {"query": question, "includeProfile": False, "limit": 10}
+            )
+            if result.is_error:
+                raise RuntimeError(f"search_memory failed: {result.content}")
 
 
 async def measure(args: argparse.Namespace, base: str, data_dir: Path, meter: CpuMeter) -> None:
