@@ -7,9 +7,10 @@ import uuid
 
 import psycopg
 import pytest
+from alembic import command
 from sqlalchemy import create_engine, text
 
-from memory_mcp.store import identity, memories, spaces
+from memory_mcp.store import identity, memories, migrate, search, spaces
 from memory_mcp.store.db import Database, NativeStatement, async_url
 from memory_mcp.store.embedded import APP_ROLE, EmbeddedPostgres
 from memory_mcp.store.errors import DatabaseSetupError, DatabaseUnavailable, EmbeddingWidthMismatch
@@ -76,18 +77,21 @@ async def test_rls_holds_on_its_own(db: Database, db_urls: tuple[str, str]) -> N
     caller = await identity.authenticate(
         db, await make_key(db, user, {"red": "ReadWrite", "blue": "ReadWrite"})
     )
-    await memories.save_memory(db, identity.resolve_space(caller, "red"), "Red fact.")
-    await memories.save_memory(db, identity.resolve_space(caller, "blue"), "Blue fact.")
+    red_fact = await memories.save_memory(db, identity.resolve_space(caller, "red"), "Red fact.")
+    blue_fact = await memories.save_memory(db, identity.resolve_space(caller, "blue"), "Blue fact.")
     red = identity.resolve_space(caller, "red").space.id
     blue = identity.resolve_space(caller, "blue").space.id
+    await search.record_recalls(db, {(red, red_fact.memory.id): 2, (blue, blue_fact.memory.id): 5})
 
     with psycopg.connect(plain(db_urls[0])) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (APP_ROLE,)
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM documents").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM memory_recalls").fetchone() == (0,)
         conn.execute("SELECT set_config('memory_mcp.spaces', %s, true)", (str(red),))
         assert conn.execute("SELECT content FROM memories").fetchall() == [("Red fact.",)]
         assert conn.execute("SELECT count(*) FROM memories WHERE space_id = %s", (blue,)).fetchone() == (0,)
+        assert conn.execute("SELECT space_id, recall_count FROM memory_recalls").fetchall() == [(red, 2)]
         # Writing into another space than the one set is rejected by the policy's CHECK.
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(
@@ -262,3 +266,34 @@ async def test_a_burst_larger_than_the_pool_reuses_its_connections(db_urls: tupl
         assert db.pool_status() == (3, 0)
     finally:
         await db.close()
+
+
+async def test_recall_counts_move_to_their_own_table_and_back(db: Database, db_urls: tuple[str, str]) -> None:
+    """Migration 0020 moves the counts kept on ``memories`` into ``memory_recalls`` with their
+    spaces, and its downgrade moves them back: none is lost either way."""
+    await make_space(db, "red")
+    user = await make_user(db)
+    caller = await identity.authenticate(db, await make_key(db, user, {"red": "ReadWrite"}))
+    ctx = identity.resolve_space(caller, "red")
+    recalled = (await memories.save_memory(db, ctx, "Red fact.")).memory
+    never = (await memories.save_memory(db, ctx, "Another red fact.")).memory
+    await search.record_recalls(db, {(ctx.space.id, recalled.id): 4})
+    await db.close()  # the pool's connections would hold the tables the migration alters
+
+    engine = create_engine(async_url(db_urls[1]))
+    visible = text("SELECT set_config('memory_mcp.spaces', :s, false)")
+    try:
+        with engine.connect() as conn:
+            command.downgrade(migrate._config(conn), "0019")
+            conn.commit()
+            conn.execute(visible, {"s": str(ctx.space.id)})
+            counts = dict(conn.execute(text("SELECT id, recall_count FROM memories")).all())
+            assert counts == {recalled.id: 4, never.id: 0}
+            command.upgrade(migrate._config(conn), "head")
+            conn.commit()
+            conn.execute(visible, {"s": str(ctx.space.id)})
+            moved = conn.execute(text("SELECT memory_id, space_id, recall_count FROM memory_recalls")).all()
+            assert [tuple(row) for row in moved] == [(recalled.id, ctx.space.id, 4)]
+            assert current_revision(conn) == head_revision()
+    finally:
+        engine.dispose()

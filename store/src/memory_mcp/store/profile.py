@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 
@@ -37,6 +38,28 @@ HEADING_TOKENS = 20
 _SAVED = "m.char_start IS NULL"
 
 
+CANDIDATES = 50  # of each part, read before the budget is spent
+_STATEMENTS = f"WHERE m.space_id = :s AND {LIVE} AND {_SAVED}"
+
+_CANDIDATE = (
+    MEMORY_SELECT.replace(
+        "    FROM memories m", "    , coalesce(r.recall_count, 0) AS recalls\n    FROM memories m"
+    )
+    + "    LEFT JOIN memory_recalls r ON r.memory_id = m.id\n"
+    + _STATEMENTS
+)
+# The most recalled first, the oldest first among equals: the first ``CANDIDATES`` of the space's
+# recalled statements (down the index of ``memory_recalls``) with its ``CANDIDATES`` oldest (down
+# ``memories_space_created``) hold them, since a statement never recalled comes after every
+# recalled one. Neither part reads more of the space than it returns (ordering the whole space by
+# its count read every memory: 80 ms at 100,000 memories).
+_STABLE_SQL = (
+    f"({_CANDIDATE} AND r.space_id = :s ORDER BY r.recall_count DESC, r.created_at ASC LIMIT {CANDIDATES})"
+    f" UNION ALL ({_CANDIDATE} ORDER BY m.created_at ASC LIMIT {CANDIDATES})"
+)
+_RECENT_SQL = f"{MEMORY_SELECT} {_STATEMENTS} ORDER BY m.created_at DESC LIMIT {CANDIDATES}"
+
+
 def estimate_tokens(content: str) -> int:
     """Roughly four characters a token for English-like text; never less than one."""
     return max(1, (len(content) + 3) // 4)
@@ -51,38 +74,36 @@ async def build_profile(
     and each line is counted with its overhead, so the profile never costs more than the budget.
     """
     async with db.transaction([ctx.space.id]) as conn:
-        candidates = f"{MEMORY_SELECT} WHERE m.space_id = :s AND {LIVE} AND {_SAVED}"
-        stable_rows = await conn.execute(
-            text(f"{candidates} ORDER BY m.recall_count DESC, m.created_at ASC LIMIT 50"), {"s": ctx.space.id}
-        )
-        stable_candidates = [memory_from_row(r) for r in stable_rows]
-        recent_rows = await conn.execute(
-            text(f"{candidates} ORDER BY m.created_at DESC LIMIT 50"), {"s": ctx.space.id}
-        )
-        recent_candidates = [memory_from_row(r) for r in recent_rows]
+        rows = {r.id: r for r in await conn.execute(text(_STABLE_SQL), {"s": ctx.space.id})}.values()
+        stable_candidates = sorted(rows, key=lambda r: (-r.recalls, r.created_at))[:CANDIDATES]
+        recent_candidates = list(await conn.execute(text(_RECENT_SQL), {"s": ctx.space.id}))
 
+    # Rows until they are chosen: the budget holds a few lines of the hundred candidates.
     used = HEADING_TOKENS
-    stable: list[Memory] = []
-    recent: list[Memory] = []
-    recent_ids = {m.id for m in recent_candidates[:5]}
-    for memory in stable_candidates:
+    stable: list[Any] = []
+    recent: list[Any] = []
+    recent_ids = {r.id for r in recent_candidates[:5]}
+    for row in stable_candidates:
         # The newest few belong to "recent"; a fact must have been recalled or be older to be stable.
-        if memory.id in recent_ids or memory.id in exclude:
+        if row.id in recent_ids or row.id in exclude:
             continue
-        cost = estimate_tokens(memory.content) + LINE_TOKENS
+        cost = estimate_tokens(row.content) + LINE_TOKENS
         if used + cost > token_budget // 2:
             continue  # one long memory must not keep shorter stable facts out
-        stable.append(memory)
+        stable.append(row)
         used += cost
-    chosen = {m.id for m in stable}
-    for memory in recent_candidates:
-        if memory.id in chosen or memory.id in exclude:
+    chosen = {r.id for r in stable}
+    for row in recent_candidates:
+        if row.id in chosen or row.id in exclude:
             continue
-        cost = estimate_tokens(memory.content) + LINE_TOKENS
+        cost = estimate_tokens(row.content) + LINE_TOKENS
         if used + cost > token_budget:
             continue
-        recent.append(memory)
+        recent.append(row)
         used += cost
     return Profile(
-        space_key=ctx.space.key, stable=stable, recent=recent, tokens=used if stable or recent else 0
+        space_key=ctx.space.key,
+        stable=[memory_from_row(r) for r in stable],
+        recent=[memory_from_row(r) for r in recent],
+        tokens=used if stable or recent else 0,
     )

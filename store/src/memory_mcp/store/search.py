@@ -846,7 +846,9 @@ async def record_recalls(db: Database, counts: dict[tuple[uuid.UUID, uuid.UUID],
     """Add recall counts ``{(space id, memory id): n}`` in one statement (feeds the stable profile).
 
     Callers batch these off the request path: updating the same hot rows inside every search
-    transaction would serialize concurrent searches on row locks.
+    transaction would serialize concurrent searches on row locks. The counts live in
+    ``memory_recalls`` (migration 0020), so a batch leaves the memories' own rows alone; a memory
+    deleted since it was found is skipped.
     """
     if not counts:
         return
@@ -854,8 +856,12 @@ async def record_recalls(db: Database, counts: dict[tuple[uuid.UUID, uuid.UUID],
     async with db.transaction({space for space, _ in counts}) as conn:
         await conn.execute(
             text(
-                "UPDATE memories m SET recall_count = m.recall_count + c.n, last_recalled_at = now() "
-                "FROM unnest(CAST(:ids AS uuid[]), CAST(:ns AS int[])) AS c(id, n) WHERE m.id = c.id"
+                "INSERT INTO memory_recalls AS r (memory_id, space_id, recall_count, last_recalled_at, created_at)"
+                " SELECT m.id, m.space_id, c.n, now(), m.created_at"
+                " FROM unnest(CAST(:ids AS uuid[]), CAST(:ns AS int[])) WITH ORDINALITY AS c(id, n, i)"
+                " JOIN memories m ON m.id = c.id ORDER BY c.i"
+                " ON CONFLICT (memory_id) DO UPDATE"
+                " SET recall_count = r.recall_count + excluded.recall_count, last_recalled_at = now()"
             ),
             {"ids": [memory_id for (_, memory_id), _ in ordered], "ns": [n for _, n in ordered]},
         )
