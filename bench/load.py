@@ -19,6 +19,7 @@ server process and PostgreSQL spent per call during the run (Linux: read from /p
     python -m bench.load --tools search_memory --questions varied   # every search a new question
     python -m bench.load --tools search_memory,whoAmI --clients 1,16 --memories 100000 \
         --space generated --vectors /tmp/search_cost.npz    # a space of 100,000 real memories
+    python -m bench.load --tools search_memory,search+profile --clients 1   # the profile's own cost
 
 By default the space holds short sentences made from a few templates, saved through REST (each
 embedded on save), and searches ask six fixed questions, whose vectors the embedder's LRU keeps
@@ -28,6 +29,8 @@ generated dataset's texts with the model's vectors (kept in ``--vectors FILE.npz
 size, shared with ``bench.search_cost``), COPYed into the server's database by its schema owner
 with the indexes built after, in sessions of thirty by one writer; searches then ask that
 dataset's 200 questions, each asked once before the clock starts (their vectors cached, as above).
+``search_memory`` asks without the space's profile (``includeProfile`` false);
+``search+profile`` is the same search with it, as MCP's ``search_memory`` answers by default.
 ``--questions varied`` asks the generated dataset's questions (bench/retrieval_dataset.py,
 thousands of distinct ones), each at most once by the Python client (the Node client picks at
 random among them), so every search embeds its question.
@@ -190,11 +193,21 @@ def varied_questions(count: int = 5000) -> list[str]:
 QUESTIONS = {"fixed": lambda: QUERIES, "varied": varied_questions}
 
 
+# Calls measured that are not a tool's own name: a search that asks for the space's profile beside
+# its results, as MCP's search_memory does unless told otherwise (``search_memory`` here does not).
+TOOL_OF = {"search+profile": "search_memory"}
+
+
+def tool_of(call: str) -> str:
+    return TOOL_OF.get(call, call)
+
+
 def argument_choices(tool: str, questions: str = "fixed") -> list[dict[str, Any]]:
     """What each call of ``tool`` may send; a client picks one at random per call (a search with
     ``varied`` questions takes the next one instead: see ``arguments``)."""
-    if tool == "search_memory":
-        return [{"query": q, "includeProfile": False, "limit": 10} for q in QUESTIONS[questions]()]
+    if tool_of(tool) == "search_memory":
+        profile = tool == "search+profile"
+        return [{"query": q, "includeProfile": profile, "limit": 10} for q in QUESTIONS[questions]()]
     if tool == "listMemories":
         return [{"page": page, "limit": 10} for page in range(1, 6)]
     if tool == "add_memory":
@@ -239,13 +252,13 @@ async def run_clients(
     """
     latencies: list[float] = []
     choices = argument_choices(tool, questions)
-    fresh = FRESH.get(questions) if tool == "search_memory" else None
+    fresh = FRESH.get(questions) if tool_of(tool) == "search_memory" else None
     warmed = 0
     started_all = asyncio.Event()
     stop_at = 0.0
 
     async def call(client: Client, rng: random.Random) -> None:
-        result = await client.call_tool(tool, arguments(tool, choices, rng, fresh))
+        result = await client.call_tool(tool_of(tool), arguments(tool, choices, rng, fresh))
         if result.is_error:
             raise RuntimeError(f"{tool} failed: {result.content}")
 
@@ -289,7 +302,7 @@ async def run_node_clients(
         str(NODE_CLIENT),
         url,
         key,
-        tool,
+        tool_of(tool),
         str(clients),
         str(seconds),
         stdin=subprocess.PIPE,
