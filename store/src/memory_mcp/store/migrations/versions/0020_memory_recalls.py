@@ -8,8 +8,7 @@ sorted it: at 100,000 memories 80 ms of PostgreSQL a search, against 7 ms for th
 Here the count has its index, ``(space_id, recall_count DESC, created_at)`` (the memory's
 ``created_at``, kept here too, orders equal counts oldest first as the profile does), and updating
 it touches a row of five columns, not a memory's row of text and vectors: the memories' pages stay
-as they were written (each batch used to dirty them, which a checkpoint then wrote to the WAL
-whole).
+as they were written.
 
 Only memories recalled at least once have a row; the counts already kept move here, with the day
 they were last recalled (a count without one gets the migration's time).
