@@ -385,16 +385,15 @@ def fill_generated(base: str, key: str, data_dir: Path, size: int, vectors: Path
     return questions
 
 
-async def ask_each(url: str, key: str, questions: list[str]) -> None:
-    """Each question once, one after another: the server's LRU then holds their vectors."""
+async def ask_each(url: str, key: str, questions: str) -> None:
+    """Each search of ``questions`` once, one after another: the server's LRU then holds their
+    vectors."""
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
-        for question in questions:
-            result = await client.call_tool(
-                "search_memory", {"query": question, "includeProfile": False, "limit": 10}
-            )
+        for arguments in argument_choices("search_memory", questions):
+            result = await client.call_tool("search_memory", arguments)
             if result.is_error:
                 raise RuntimeError(f"search_memory failed: {result.content}")
 
@@ -407,7 +406,7 @@ async def measure(args: argparse.Namespace, base: str, data_dir: Path, meter: Cp
         questions = fill_generated(base, key, data_dir, args.memories, args.vectors)
         QUESTIONS["generated"] = lambda: questions
         args.questions = "generated"
-        await ask_each(f"{base}/mcp", key, questions)
+        await ask_each(f"{base}/mcp", key, args.questions)
         print(
             f"filled {args.memories} memories and asked each question once in {time.perf_counter() - t0:.0f}s"
         )
