@@ -23,6 +23,7 @@ On Kubernetes, KubeRay's RayService points its ``import_path`` at
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -46,6 +47,11 @@ log = logging.getLogger(__name__)
 
 APP_NAME = "memory-mcp-embedder"
 DEFAULT_BATCH_WAIT_S = 0.005
+# Serve's controller kills an HTTP proxy that has not answered its ready check within 5 s and
+# starts another, and ``serve.start`` then fails on the killed one. On a busy node (two cores
+# shared with the model's replica loading) a first start can take longer, so a Ray instance
+# started here gives the check this long. A cluster joined with ``ray_address`` keeps its own.
+PROXY_READY_CHECK_TIMEOUT_S = 60
 
 
 class EmbedRequest(BaseModel):
@@ -275,10 +281,13 @@ def run_embedder_service(
         max_batch_size=max_batch_size,
         batch_wait_timeout_s=batch_wait_timeout_s,
     )
-    if not ray.is_initialized():
+    started_ray = not ray.is_initialized()
+    if started_ray:
         if ray_address:
             ray.init(address=ray_address, log_to_driver=False)
         else:
+            # Read by Serve's controller, a process of the Ray instance this starts.
+            os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", str(PROXY_READY_CHECK_TIMEOUT_S))
             # A small object store: requests and vectors are small and travel over HTTP, not Plasma.
             ray.init(
                 num_cpus=ray_num_cpus,
@@ -286,8 +295,14 @@ def run_embedder_service(
                 object_store_memory=256 * 1024**2,
                 log_to_driver=False,
             )
-    serve.start(http_options={"host": host, "port": port})
-    serve.run(build_app(config), name=APP_NAME, route_prefix="/")
+    try:
+        serve.start(http_options={"host": host, "port": port})
+        serve.run(build_app(config), name=APP_NAME, route_prefix="/")
+    except BaseException:
+        # A half-started Serve (a controller whose proxy never came up) would be found and joined by
+        # the next start in this process, with its old port; take down what this call started.
+        _stop(shutdown_ray=started_ray)
+        raise
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     if block:
         try:
@@ -299,8 +314,15 @@ def run_embedder_service(
 
 def stop_embedder_service() -> None:
     """Shut Serve and the Ray runtime this process started down."""
-    serve.shutdown()  # type: ignore[no-untyped-call]  # untyped in Ray
-    ray.shutdown()
+    _stop(shutdown_ray=True)
+
+
+def _stop(*, shutdown_ray: bool) -> None:
+    try:
+        serve.shutdown()  # type: ignore[no-untyped-call]  # untyped in Ray
+    finally:
+        if shutdown_ray:
+            ray.shutdown()
 
 
 def _wait_for_stop_signal() -> None:
