@@ -1,4 +1,4 @@
-"""A start of the Serve embedder that fails leaves nothing behind for the next start in the process.
+"""A start of the Serve embedder that fails says why and leaves nothing behind for the next start.
 
 Apart from ``test_serve.py``: its module-wide service would be running while these tests start
 their own.
@@ -7,6 +7,8 @@ their own.
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import httpx2
 import pytest
@@ -52,3 +54,21 @@ def test_a_start_that_fails_takes_down_what_it_started_and_the_next_start_serves
     finally:
         stop_embedder_service()
     assert not ray.is_initialized()
+
+
+def test_the_embedder_command_refuses_a_taken_port_before_ray_starts():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "memory_mcp.cli", "embedder", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: the port is already in use; choose another with --port" in (
+        " ".join(result.stderr.split())
+    )
+    assert "Ray instance" not in result.stderr  # refused before Ray, not by Serve's proxy seconds later

@@ -259,6 +259,11 @@ def embedder(
         from memory_mcp.embedder.serve import AutoscalingConfig, run_embedder_service
     except ImportError as exc:
         raise fail(f"the embedder service needs Ray Serve: pip install 'memory-mcp[ray]' ({exc})") from None
+    from memory_mcp.serving import port_problem
+
+    # Before Ray starts: Serve's proxy would fail to bind seconds later, in a traceback of its actor.
+    if problem := port_problem(host, port):
+        raise fail(f"cannot listen on {host}:{port}: {problem}; choose another with --port")
     settings = load_settings()
     autoscaling = AutoscalingConfig(min_replicas=min_replicas, max_replicas=max_replicas)
     run_embedder_service(
