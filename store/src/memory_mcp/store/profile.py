@@ -10,18 +10,28 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
+import psycopg
+from psycopg.rows import namedtuple_row
 
-from .db import Database
-from .memories import LIVE, MEMORY_SELECT, memory_from_row
-from .models import Memory, SpaceContext
+from .db import Database, NativeStatement
+from .memories import LIVE
+from .models import SpaceContext
+
+
+@dataclass(frozen=True)
+class ProfileLine:
+    """What a profile shows of a memory: the id the tools take, its text and its category."""
+
+    id: uuid.UUID
+    content: str
+    category: str | None
 
 
 @dataclass(frozen=True)
 class Profile:
     space_key: str
-    stable: list[Memory]
-    recent: list[Memory]
+    stable: list[ProfileLine]
+    recent: list[ProfileLine]
     tokens: int
 
 
@@ -39,25 +49,47 @@ _SAVED = "m.char_start IS NULL"
 
 
 CANDIDATES = 50  # of each part, read before the budget is spent
-_STATEMENTS = f"WHERE m.space_id = :s AND {LIVE} AND {_SAVED}"
+_STATEMENTS = f"WHERE m.space_id = %(s)s AND {LIVE} AND {_SAVED}"
 
-_CANDIDATE = (
-    MEMORY_SELECT.replace(
-        "    FROM memories m", "    , coalesce(r.recall_count, 0) AS recalls\n    FROM memories m"
+
+def _candidates(part: int, recalls: str, joins: str, where: str, order: str) -> str:
+    """One part's candidates: what a line shows, the part's number and the recall count; not the
+    memory's whole row (its space, writers and place in a document), which no line shows."""
+    return (
+        f"(SELECT m.id, m.content, m.category, m.created_at, {part} AS part, {recalls} AS recalls"
+        f" FROM memories m{joins} {_STATEMENTS}{where} ORDER BY {order} LIMIT {CANDIDATES})"
     )
-    + "    LEFT JOIN memory_recalls r ON r.memory_id = m.id\n"
-    + _STATEMENTS
+
+
+# One statement on the driver's own connection (``Database.driver_transaction``): through SQLAlchemy,
+# and in two statements, the profile cost a search twice the CPU it costs now. Stable: the
+# most recalled first, the oldest first among equals, held by the first ``CANDIDATES`` of the
+# space's recalled statements (part 1, down the index of ``memory_recalls``) with its
+# ``CANDIDATES`` oldest (part 2, down ``memories_space_created``), since a statement never recalled
+# comes after every recalled one. Neither part reads more of the space than it returns (ordering the
+# whole space by its count read every memory: 80 ms at 100,000 memories). Recent (part 3): the
+# newest.
+_PROFILE = NativeStatement.of(
+    " UNION ALL ".join(
+        (
+            _candidates(
+                1,
+                "r.recall_count",
+                " JOIN memory_recalls r ON r.memory_id = m.id",
+                " AND r.space_id = %(s)s",
+                "r.recall_count DESC, r.created_at ASC",
+            ),
+            _candidates(
+                2,
+                "coalesce(r.recall_count, 0)",
+                " LEFT JOIN memory_recalls r ON r.memory_id = m.id",
+                "",
+                "m.created_at ASC",
+            ),
+            _candidates(3, "0", "", "", "m.created_at DESC"),
+        )
+    )
 )
-# The most recalled first, the oldest first among equals: the first ``CANDIDATES`` of the space's
-# recalled statements (down the index of ``memory_recalls``) with its ``CANDIDATES`` oldest (down
-# ``memories_space_created``) hold them, since a statement never recalled comes after every
-# recalled one. Neither part reads more of the space than it returns (ordering the whole space by
-# its count read every memory: 80 ms at 100,000 memories).
-_STABLE_SQL = (
-    f"({_CANDIDATE} AND r.space_id = :s ORDER BY r.recall_count DESC, r.created_at ASC LIMIT {CANDIDATES})"
-    f" UNION ALL ({_CANDIDATE} ORDER BY m.created_at ASC LIMIT {CANDIDATES})"
-)
-_RECENT_SQL = f"{MEMORY_SELECT} {_STATEMENTS} ORDER BY m.created_at DESC LIMIT {CANDIDATES}"
 
 
 def estimate_tokens(content: str) -> int:
@@ -73,12 +105,16 @@ async def build_profile(
     Memories in ``exclude`` (what the answer shows already, e.g. the search results) are left out,
     and each line is counted with its overhead, so the profile never costs more than the budget.
     """
-    async with db.transaction([ctx.space.id]) as conn:
-        rows = {r.id: r for r in await conn.execute(text(_STABLE_SQL), {"s": ctx.space.id})}.values()
-        stable_candidates = sorted(rows, key=lambda r: (-r.recalls, r.created_at))[:CANDIDATES]
-        recent_candidates = list(await conn.execute(text(_RECENT_SQL), {"s": ctx.space.id}))
+    async with (
+        db.driver_transaction([ctx.space.id]) as pg,
+        psycopg.AsyncRawCursor(pg, row_factory=namedtuple_row) as cur,
+    ):
+        await cur.execute(_PROFILE.sql, _PROFILE.params({"s": ctx.space.id}), binary=True)
+        rows: list[Any] = await cur.fetchall()
+    stable_rows = {r.id: r for r in rows if r.part < 3}.values()
+    stable_candidates = sorted(stable_rows, key=lambda r: (-r.recalls, r.created_at))[:CANDIDATES]
+    recent_candidates = sorted((r for r in rows if r.part == 3), key=lambda r: r.created_at, reverse=True)
 
-    # Rows until they are chosen: the budget holds a few lines of the hundred candidates.
     used = HEADING_TOKENS
     stable: list[Any] = []
     recent: list[Any] = []
@@ -103,7 +139,7 @@ async def build_profile(
         used += cost
     return Profile(
         space_key=ctx.space.key,
-        stable=[memory_from_row(r) for r in stable],
-        recent=[memory_from_row(r) for r in recent],
+        stable=[ProfileLine(r.id, r.content, r.category) for r in stable],
+        recent=[ProfileLine(r.id, r.content, r.category) for r in recent],
         tokens=used if stable or recent else 0,
     )
