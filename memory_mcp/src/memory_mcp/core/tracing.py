@@ -6,8 +6,8 @@ here returns at once. These are the SDK's own variables, which its exporter read
 timeouts, ``OTEL_SERVICE_NAME``); they are not Memory-MCP settings.
 
 On, the process gets its own tracer provider (the global one is left alone, so a test can trace one
-app and not the next). The hooks: the FastAPI app (one server span per request), the SQLAlchemy engine
-(one span per statement), the embedder's HTTP client, and named spans around what the code runs
+app and not the next). The hooks: the FastAPI app (one server span per request), the database
+(one span per statement, through the SQLAlchemy engine or the driver's own connection), the embedder's HTTP client, and named spans around what the code runs
 (``span("search_memory")``, ``span("embed")``). Spans carry no request data: the exporter drops query
 strings and full URLs, and error descriptions and exception messages, which may quote a refused value
 (see ``core.logs``); what failed stays in the status code and the exception's type.
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import Span, Tracer
     from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from memory_mcp.store.db import Database
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 INSTALL_HINT = "pip install 'memory-mcp-core[tracing]'"
@@ -161,6 +163,33 @@ def instrument_engine(engine: AsyncEngine) -> None:
     # process, and instruments only once.
     usage = NoOpMeterProvider().get_meter(__name__).create_up_down_counter("db.client.connections.usage")
     EngineTracer(InTracesOnly(), engine.sync_engine, usage)  # type: ignore[no-untyped-call]
+
+
+def instrument_database(db: Database) -> None:
+    """One span per SQL statement of ``db``: the engine's (``instrument_engine``) and those the hot
+    read paths run on the driver's own connection (``Database.execute``: a search's two, the
+    profile's one), named and described as the engine's are, inside a trace only. The driver's
+    other statements (a transaction's settings, authentication's reads) stay untraced."""
+    instrument_engine(db.engine)
+    if _provider is None:
+        return
+    from opentelemetry.trace import SpanKind, get_current_span
+
+    tracer = _provider.get_tracer("memory_mcp.sql")
+
+    @contextmanager
+    def statement_span(sql: str) -> Iterator[None]:
+        if not get_current_span().get_span_context().is_valid:
+            yield
+            return
+        operation = sql.lstrip("( \n").split(None, 1)[0]  # as the engine's spans: the first word
+        attributes = {"db.system": "postgresql", "db.statement": sql}
+        with tracer.start_as_current_span(
+            operation, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False
+        ):
+            yield
+
+    db.around_statement = statement_span
 
 
 def instrument_http_client(client: Any) -> None:

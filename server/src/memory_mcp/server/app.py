@@ -398,7 +398,7 @@ def create_app(
     app.add_middleware(ErrorBoundary)
     app.add_middleware(RequestMetrics)
     tracing.instrument_app(app)
-    tracing.instrument_engine(db.engine)
+    tracing.instrument_database(db)
     return app
 
 

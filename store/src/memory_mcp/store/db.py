@@ -8,8 +8,8 @@ import select
 import struct
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
@@ -133,6 +133,17 @@ class Database:
         )
         event.listen(self.engine.sync_engine, "checkout", _discard_if_dropped)
         self._outage = _OutageWatch()
+        # What wraps each statement of :meth:`execute` (tracing sets a span; the engine's statements
+        # are traced by the engine's own events, which the driver's connection does not fire).
+        self.around_statement: Callable[[str], AbstractContextManager[object]] = lambda _sql: nullcontext()
+
+    async def execute(
+        self, cur: psycopg.AsyncRawCursor[Any], statement: NativeStatement, values: Mapping[str, Any]
+    ) -> None:
+        """Run ``statement`` on a raw cursor of :meth:`driver_transaction`, rows in binary (a search's
+        hundred candidates, numbers and arrays, decode 0.15 ms faster than from text)."""
+        with self.around_statement(statement.sql):
+            await cur.execute(statement.sql, statement.params(values), binary=True)
 
     async def close(self) -> None:
         await self.engine.dispose()

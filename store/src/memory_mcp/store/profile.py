@@ -109,7 +109,7 @@ async def build_profile(
         db.driver_transaction([ctx.space.id]) as pg,
         psycopg.AsyncRawCursor(pg, row_factory=namedtuple_row) as cur,
     ):
-        await cur.execute(_PROFILE.sql, _PROFILE.params({"s": ctx.space.id}), binary=True)
+        await db.execute(cur, _PROFILE, {"s": ctx.space.id})
         rows: list[Any] = await cur.fetchall()
     stable_rows = {r.id: r for r in rows if r.part < 3}.values()
     stable_candidates = sorted(stable_rows, key=lambda r: (-r.recalls, r.created_at))[:CANDIDATES]
