@@ -7,8 +7,9 @@ timeouts, ``OTEL_SERVICE_NAME``); they are not Memory-MCP settings.
 
 On, the process gets its own tracer provider (the global one is left alone, so a test can trace one
 app and not the next). The hooks: the FastAPI app (one server span per request), the database
-(one span per statement, through the SQLAlchemy engine or the driver's own connection), the embedder's HTTP client, and named spans around what the code runs
-(``span("search_memory")``, ``span("embed")``). Spans carry no request data: the exporter drops query
+(one span per statement, through the SQLAlchemy engine or the driver's own connection), the
+embedder's HTTP client, and named spans around what the code runs (``span("search_memory")``,
+``span("embed")``). Spans carry no request data: the exporter drops query
 strings and full URLs, and error descriptions and exception messages, which may quote a refused value
 (see ``core.logs``); what failed stays in the status code and the exception's type.
 """
