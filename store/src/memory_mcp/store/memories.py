@@ -96,8 +96,8 @@ def _review_columns(fields: tuple[str, ...]) -> tuple[str, ...]:
 
 def memory_from_row(row: Any) -> Memory:
     # Which review columns the row has is looked up once per shape of row: asking a row of SQLAlchemy
-    # for a column it lacks raises inside it, and six of those a row were a quarter of the server's
-    # CPU on a search that adds the profile (its 100 candidates).
+    # for a column it lacks raises inside it, and six of those a row, on a listing of plain rows,
+    # cost more than the rest of the conversion.
     review = {name: getattr(row, name) for name in _review_columns(tuple(row._fields))}
     return Memory(
         id=row.id,
